@@ -1,0 +1,58 @@
+# Croupier: every target that needs Python creates .venv and installs the project first.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: run test test-unit test-integration test-slow bench lint typecheck contracts par services clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev,bench]'
+	touch $(STAMP)
+
+## run: the main job (live service + studio simulator; embedded bus and SQLite when no broker/database)
+run: $(STAMP)
+	$(BIN)/croupier demo
+
+## test: unit and integration tests (integration needs PostgreSQL and RabbitMQ; see `make services`)
+test: $(STAMP)
+	$(BIN)/pytest
+
+test-unit: $(STAMP)
+	$(BIN)/pytest tests/unit
+
+test-integration: $(STAMP)
+	$(BIN)/pytest tests/integration tests/e2e
+
+## test-slow: exhaustive runs (all 133,784,560 seven-card hands, full PAR recomputation)
+test-slow: $(STAMP)
+	$(BIN)/pytest -m slow
+
+## bench: throughput figures against the named anchors, measured in the same run
+bench: $(STAMP)
+	$(BIN)/python -m bench
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+## contracts: regenerate JSON Schemas under contracts/ from the models
+contracts: $(STAMP)
+	$(BIN)/croupier contracts --out contracts
+
+## par: recompute the stored PAR sheets of every pay table
+par: $(STAMP)
+	$(BIN)/croupier par --all --write
+
+## services: start local PostgreSQL and RabbitMQ if they are not running
+services:
+	./.ci/services
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info
