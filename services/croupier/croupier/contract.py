@@ -1,0 +1,508 @@
+"""The studio feed contract (input) and the settlement contract (output), v1.
+
+These models are the wire vocabulary of docs feed.md: they check shape and field values only.
+Game rules (card uniqueness across a round, call size, stage order) belong to the Round
+aggregate. Parse feed messages with :func:`parse_event`; it raises :class:`ContractError`
+with a reason a person can act on.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from enum import StrEnum
+from typing import Annotated, Any, Literal, Self
+
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    TypeAdapter,
+    ValidationError,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
+from pydantic.json_schema import SkipJsonSchema
+from pydantic_core import ErrorDetails, PydanticCustomError
+
+SCHEMA_VERSION = 1
+
+_STRICT = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+
+class EventType(StrEnum):
+    """Feed event types."""
+
+    ROUND_OPENED = "round.opened"
+    BET_PLACED = "bet.placed"
+    CARDS_DEALT = "cards.dealt"
+    DECISION_MADE = "decision.made"
+    ROUND_COMPLETED = "round.completed"
+    ROUND_VOIDED = "round.voided"
+
+
+class Game(StrEnum):
+    """Games a round can be opened for."""
+
+    CASINO_HOLDEM = "casino_holdem"
+    TEXAS_HOLDEM_PLUS = "texas_holdem_plus"
+
+
+class Spot(StrEnum):
+    """Where a wager lies: the first four come with ``bet.placed``, the rest are play wagers."""
+
+    ANTE = "ante"
+    AA_BONUS = "aa_bonus"
+    JACKPOT = "jackpot"
+    PLUS = "plus"
+    CALL = "call"
+    FLOP_BET = "flop_bet"
+    TURN_BET = "turn_bet"
+
+
+class Target(StrEnum):
+    """Who or what a ``cards.dealt`` event deals to."""
+
+    PLAYER = "player"
+    DEALER = "dealer"
+    BOARD = "board"
+    BURN = "burn"
+
+
+class Stage(StrEnum):
+    """When a decision is taken."""
+
+    PREFLOP = "preflop"
+    FLOP = "flop"
+    TURN = "turn"
+
+
+class Action(StrEnum):
+    """What a player decided."""
+
+    CALL = "call"
+    FOLD = "fold"
+    BET = "bet"
+    CHECK = "check"
+
+
+class Outcome(StrEnum):
+    """How a settled wager ended."""
+
+    WIN = "win"
+    LOSE = "lose"
+    PUSH = "push"
+    FOLD = "fold"
+    REFUND = "refund"
+
+
+PlacedSpot = Literal[Spot.ANTE, Spot.AA_BONUS, Spot.JACKPOT, Spot.PLUS]
+WAGER_ACTIONS = frozenset({Action.CALL, Action.BET})
+
+UUID_PATTERN = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+TABLE_ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
+ROUND_ID_PATTERN = r"^[A-Za-z0-9_.:-]{1,128}$"
+CARD_PATTERN = r"^[2-9TJQKA][cdhs]$"
+CURRENCY_PATTERN = r"^[A-Z]{3}$"
+
+EventId = Annotated[
+    str,
+    StringConstraints(pattern=UUID_PATTERN, to_lower=True),
+    Field(json_schema_extra={"format": "uuid"}),
+]
+TableId = Annotated[str, StringConstraints(pattern=TABLE_ID_PATTERN)]
+RoundId = Annotated[str, StringConstraints(pattern=ROUND_ID_PATTERN)]
+Text = Annotated[str, StringConstraints(min_length=1)]
+Card = Annotated[str, StringConstraints(pattern=CARD_PATTERN)]
+Currency = Annotated[str, StringConstraints(pattern=CURRENCY_PATTERN)]
+Amount = Annotated[int, Field(gt=0)]
+Money = Annotated[int, Field(ge=0)]
+_OptionalText = Annotated[
+    Text | SkipJsonSchema[None], WithJsonSchema({"minLength": 1, "type": "string"})
+]
+_OptionalAmount = Annotated[
+    Amount | SkipJsonSchema[None], WithJsonSchema({"exclusiveMinimum": 0, "type": "integer"})
+]
+
+
+def _rule(field: str, detail: str) -> PydanticCustomError:
+    """An error about ``field`` raised from a model-level check."""
+    return PydanticCustomError(
+        "contract_rule", "{field}: {detail}", {"field": field, "detail": detail}
+    )
+
+
+class _Model(BaseModel):
+    model_config = _STRICT
+
+
+# ---------------------------------------------------------------- feed payloads
+
+
+class RoundOpenedPayload(_Model):
+    """``round.opened``: which game and pay table the round plays."""
+
+    game: Game
+    paytable: Text = Field(description="pay table id, e.g. casino-holdem/classic")
+
+
+class BetPlacedPayload(_Model):
+    """``bet.placed``: a wager on a box, in minor units of ``currency``."""
+
+    bet_id: Text = Field(description="unique in the round")
+    player_id: Text
+    box: Text = Field(description="the hand the bet rides on; 'main' for one shared hand")
+    spot: PlacedSpot
+    amount: Amount = Field(description="minor units")
+    currency: Currency = Field(description="ISO 4217 code")
+
+
+class CardsDealtPayload(_Model):
+    """``cards.dealt``: cards to a player box, the dealer, the board (deal order) or burn."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "if": {"properties": {"target": {"const": "player"}}, "required": ["target"]},
+            "then": {"required": ["box"]},
+            "else": {"not": {"required": ["box"]}},
+        }
+    )
+
+    target: Target
+    box: _OptionalText = Field(default=None, description="only (and always) for target player")
+    cards: list[Card] = Field(min_length=1, json_schema_extra={"uniqueItems": True})
+
+    @field_validator("cards")
+    @classmethod
+    def _distinct(cls, cards: list[str]) -> list[str]:
+        twice = sorted(card for card, n in Counter(cards).items() if n > 1)
+        if twice:
+            raise PydanticCustomError(
+                "duplicate_card", "a card appears twice in one event: {cards}", {"cards": twice}
+            )
+        return cards
+
+    @model_validator(mode="after")
+    def _box_for_player_only(self) -> Self:
+        if self.target is Target.PLAYER and self.box is None:
+            raise _rule("box", "required when target is 'player'")
+        if self.target is not Target.PLAYER and "box" in self.model_fields_set:
+            raise _rule("box", f"only allowed when target is 'player', not '{self.target}'")
+        return self
+
+
+class DecisionMadePayload(_Model):
+    """``decision.made``: a player's decision at a stage; call and bet add a wager."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "if": {"properties": {"action": {"enum": ["call", "bet"]}}, "required": ["action"]},
+            "then": {"required": ["bet_id", "amount"]},
+            "else": {
+                "allOf": [{"not": {"required": ["bet_id"]}}, {"not": {"required": ["amount"]}}]
+            },
+        }
+    )
+
+    ante_bet_id: Text = Field(description="the ante this decision belongs to")
+    stage: Stage
+    action: Action
+    bet_id: _OptionalText = Field(default=None, description="the new wager's id (call, bet)")
+    amount: _OptionalAmount = Field(default=None, description="the new wager (call, bet)")
+
+    @model_validator(mode="after")
+    def _wager_fields(self) -> Self:
+        for name in ("bet_id", "amount"):
+            if self.action in WAGER_ACTIONS and getattr(self, name) is None:
+                raise _rule(name, f"required when action is '{self.action}'")
+            if self.action not in WAGER_ACTIONS and name in self.model_fields_set:
+                raise _rule(
+                    name, f"only allowed when action is 'call' or 'bet', not '{self.action}'"
+                )
+        return self
+
+
+class RoundCompletedPayload(_Model):
+    """``round.completed``: an empty object; every card is dealt and shown, settle now."""
+
+
+class RoundVoidedPayload(_Model):
+    """``round.voided``: a misdeal or fault; every wager of the round is refunded."""
+
+    reason: Annotated[str, StringConstraints(pattern=r"\S")] = Field(description="non-empty text")
+
+
+# ---------------------------------------------------------------- feed events
+
+
+class EventEnvelope(_Model):
+    """Fields every feed event carries."""
+
+    event_id: EventId = Field(description="UUID; unique forever, the idempotency key")
+    event_type: EventType
+    schema_version: int = Field(json_schema_extra={"const": SCHEMA_VERSION})
+    table_id: TableId
+    round_id: RoundId = Field(description="unique per table")
+    seq: int = Field(ge=1, description="place in the round: 1, 2, 3, ... with no gaps")
+    occurred_at: AwareDatetime = Field(description="RFC 3339, when it happened at the source")
+
+    @field_validator("schema_version")
+    @classmethod
+    def _version(cls, version: int) -> int:
+        if version != SCHEMA_VERSION:
+            raise PydanticCustomError(
+                "schema_version",
+                "unsupported version {version}; this service reads schema_version {supported}",
+                {"version": version, "supported": SCHEMA_VERSION},
+            )
+        return version
+
+
+class RoundOpened(EventEnvelope):
+    """A round opens."""
+
+    event_type: Literal[EventType.ROUND_OPENED]
+    payload: RoundOpenedPayload
+
+
+class BetPlaced(EventEnvelope):
+    """A wager is placed."""
+
+    event_type: Literal[EventType.BET_PLACED]
+    payload: BetPlacedPayload
+
+
+class CardsDealt(EventEnvelope):
+    """Cards are dealt."""
+
+    event_type: Literal[EventType.CARDS_DEALT]
+    payload: CardsDealtPayload
+
+
+class DecisionMade(EventEnvelope):
+    """A player decides."""
+
+    event_type: Literal[EventType.DECISION_MADE]
+    payload: DecisionMadePayload
+
+
+class RoundCompleted(EventEnvelope):
+    """Every card is dealt and shown."""
+
+    event_type: Literal[EventType.ROUND_COMPLETED]
+    payload: RoundCompletedPayload
+
+
+class RoundVoided(EventEnvelope):
+    """The round is void."""
+
+    event_type: Literal[EventType.ROUND_VOIDED]
+    payload: RoundVoidedPayload
+
+
+FeedEvent = Annotated[
+    RoundOpened | BetPlaced | CardsDealt | DecisionMade | RoundCompleted | RoundVoided,
+    Field(discriminator="event_type"),
+]
+EVENT_MODELS: dict[EventType, type[EventEnvelope]] = {
+    EventType.ROUND_OPENED: RoundOpened,
+    EventType.BET_PLACED: BetPlaced,
+    EventType.CARDS_DEALT: CardsDealt,
+    EventType.DECISION_MADE: DecisionMade,
+    EventType.ROUND_COMPLETED: RoundCompleted,
+    EventType.ROUND_VOIDED: RoundVoided,
+}
+FEED_EVENT_ADAPTER: TypeAdapter[FeedEvent] = TypeAdapter(FeedEvent)
+
+
+# ---------------------------------------------------------------- output
+
+
+class BetLine(_Model):
+    """One settled wager; ``returned`` is stake + win, the stake on push/refund, else 0."""
+
+    bet_id: Text
+    spot: Spot = Field(strict=False)
+    stake: Amount
+    returned: Money
+    outcome: Outcome = Field(strict=False)
+
+    @model_validator(mode="after")
+    def _returned_matches_outcome(self) -> Self:
+        if self.outcome in (Outcome.LOSE, Outcome.FOLD) and self.returned != 0:
+            raise _rule("returned", f"must be 0 on outcome '{self.outcome}', got {self.returned}")
+        if self.outcome in (Outcome.PUSH, Outcome.REFUND) and self.returned != self.stake:
+            detail = f"must equal the stake {self.stake} on outcome '{self.outcome}'"
+            raise _rule("returned", f"{detail}, got {self.returned}")
+        if self.outcome is Outcome.WIN and self.returned <= self.stake:
+            detail = f"must exceed the stake {self.stake} on a win, got {self.returned}"
+            raise _rule("returned", detail)
+        return self
+
+
+class SettlementResult(_Model):
+    """What one player gets back from one round (published to wallets, written by replay)."""
+
+    message_id: Text = Field(description="stable id; wallets deduplicate on it")
+    table_id: TableId
+    round_id: RoundId
+    player_id: Text
+    currency: Currency
+    bets: list[BetLine] = Field(min_length=1)
+    stake_total: Money = Field(description="sum of bets[].stake")
+    returned_total: Money = Field(description="sum of bets[].returned")
+    ledger_position: Money = Field(description="where this settlement stands in the ledger")
+
+    @model_validator(mode="after")
+    def _totals(self) -> Self:
+        ids = Counter(line.bet_id for line in self.bets)
+        twice = sorted(bet_id for bet_id, n in ids.items() if n > 1)
+        if twice:
+            raise _rule("bets", f"each bet_id may appear once, repeated: {twice}")
+        for total, part in (("stake_total", "stake"), ("returned_total", "returned")):
+            expected = sum(getattr(line, part) for line in self.bets)
+            if getattr(self, total) != expected:
+                detail = f"must equal the sum of bets[].{part} = {expected}"
+                raise _rule(total, f"{detail}, got {getattr(self, total)}")
+        return self
+
+
+class Rejection(_Model):
+    """One line of the replay rejections file."""
+
+    line: int = Field(ge=1, description="1-based line number in the replayed JSONL file")
+    event_id: str | None = Field(description="the raw event's event_id, when it had one")
+    reason: Text
+
+
+# ---------------------------------------------------------------- parsing
+
+
+class ContractError(ValueError):
+    """A feed message breaks the contract; ``str(err)`` says what to fix."""
+
+    def __init__(self, reasons: list[str], event_id: str | None = None) -> None:
+        super().__init__("; ".join(reasons))
+        self.reasons: tuple[str, ...] = tuple(reasons)
+        self.event_id = event_id
+
+
+def parse_event(raw: bytes | str) -> FeedEvent:
+    """Decode one feed message (JSON text) into its typed event, or raise ContractError."""
+    try:
+        return FEED_EVENT_ADAPTER.validate_json(raw)
+    except ValidationError as exc:
+        reasons = [describe_error(error) for error in exc.errors(include_url=False)]
+        raise ContractError(reasons, _raw_event_id(raw)) from None
+
+
+def _raw_event_id(raw: bytes | str) -> str | None:
+    """The raw message's ``event_id`` if it has a string one, for the rejection record."""
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return None
+    event_id = data.get("event_id") if isinstance(data, dict) else None
+    return event_id if isinstance(event_id, str) else None
+
+
+_ONE_OF = {
+    "event_type": EventType,
+    "game": Game,
+    "target": Target,
+    "stage": Stage,
+    "action": Action,
+}
+_EXPECTED = {
+    "event_id": "a UUID string, e.g. '0b6f1f8e-5a47-4c1e-9a4e-2f1d7c3b9a10'",
+    "table_id": "1-64 characters of A-Z a-z 0-9 _ -",
+    "round_id": "1-128 characters of A-Z a-z 0-9 _ . : -",
+    "seq": "an integer >= 1",
+    "schema_version": f"the integer {SCHEMA_VERSION}",
+    "occurred_at": "an RFC 3339 timestamp with a UTC offset, e.g. '2024-05-01T20:15:00Z'",
+    "payload": "a JSON object",
+    "paytable": "a pay table id, e.g. 'casino-holdem/classic'",
+    "bet_id": "a non-empty string",
+    "ante_bet_id": "a non-empty string",
+    "player_id": "a non-empty string",
+    "box": "a non-empty string",
+    "spot": "one of 'ante', 'aa_bonus', 'jackpot', 'plus'",
+    "amount": "a positive integer in minor units",
+    "currency": "an ISO 4217 code of three upper-case letters, e.g. 'EUR'",
+    "cards": "a non-empty list of cards",
+    "card": "a card: rank 2-9 T J Q K A then suit c d h s, e.g. 'As', 'Td', '2c'",
+    "reason": "a non-empty text",
+} | {name: "one of " + ", ".join(f"'{v}'" for v in enum) for name, enum in _ONE_OF.items()}
+_NOT_OBJECT = frozenset({"model_type", "model_attributes_type", "dict_type"})
+_JSON_TYPES = {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}
+
+
+def describe_error(error: ErrorDetails) -> str:
+    """One pydantic error as ``<field path>: <what is wrong and what is expected>``."""
+    loc = list(error["loc"])
+    if loc and loc[0] in EVENT_MODELS:
+        loc = loc[1:]  # the discriminated union puts the event type first
+    kind, ctx = error["type"], error.get("ctx", {})
+    if kind == "contract_rule":
+        loc.append(ctx["field"])
+    path = _path(loc)
+    detail = _detail(kind, error, path, loc)
+    return f"{path}: {detail}" if path else detail
+
+
+def _detail(kind: str, error: ErrorDetails, path: str, loc: list[int | str]) -> str:
+    ctx = error.get("ctx", {})
+    if kind == "json_invalid":
+        return f"not valid JSON ({ctx.get('error', error['msg'])})"
+    if kind == "union_tag_invalid":
+        tag = _show(ctx.get("tag"))
+        return f"event_type: unknown event type {tag}; expected {_EXPECTED['event_type']}"
+    if kind == "union_tag_not_found":
+        return "event_type: required field is missing"
+    if kind in _NOT_OBJECT:
+        subject = "must be" if path else "a feed event must be"
+        return f"{subject} a JSON object, got {_json_type(error['input'])}"
+    if kind == "missing":
+        return "required field is missing"
+    if kind == "extra_forbidden":
+        return "unknown field, not part of the v1 contract; remove it"
+    if kind == "contract_rule":
+        return str(ctx["detail"])
+    if kind in ("schema_version", "duplicate_card"):
+        return error["msg"]
+    key = (
+        "card"
+        if loc and isinstance(loc[-1], int) and "cards" in loc
+        else str(loc[-1] if loc else "")
+    )
+    expected = _EXPECTED.get(key)
+    if expected is None:
+        return f"{error['msg']}, got {_show(error['input'])}"
+    return f"must be {expected}, got {_show(error['input'])}"
+
+
+def _path(loc: list[int | str]) -> str:
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    for kind, name in _JSON_TYPES.items():
+        if isinstance(value, kind):
+            return name
+    return "a number"
+
+
+def _show(value: Any, limit: int = 60) -> str:
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
