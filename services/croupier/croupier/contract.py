@@ -52,7 +52,7 @@ class Game(StrEnum):
 
 
 class Spot(StrEnum):
-    """Where a wager lies: the first four come with ``bet.placed``, the rest are play wagers."""
+    """Where a wager lies: the first four come with 'bet.placed', the rest are play wagers."""
 
     ANTE = "ante"
     AA_BONUS = "aa_bonus"
@@ -64,7 +64,7 @@ class Spot(StrEnum):
 
 
 class Target(StrEnum):
-    """Who or what a ``cards.dealt`` event deals to."""
+    """Who or what a 'cards.dealt' event deals to."""
 
     PLAYER = "player"
     DEALER = "dealer"
@@ -129,7 +129,7 @@ _OptionalAmount = Annotated[
 
 
 def _rule(field: str, detail: str) -> PydanticCustomError:
-    """An error about ``field`` raised from a model-level check."""
+    """An error about 'field' raised from a model-level check."""
     return PydanticCustomError(
         "contract_rule", "{field}: {detail}", {"field": field, "detail": detail}
     )
@@ -143,14 +143,14 @@ class _Model(BaseModel):
 
 
 class RoundOpenedPayload(_Model):
-    """``round.opened``: which game and pay table the round plays."""
+    """'round.opened': which game and pay table the round plays."""
 
     game: Game
     paytable: Text = Field(description="pay table id, e.g. casino-holdem/classic")
 
 
 class BetPlacedPayload(_Model):
-    """``bet.placed``: a wager on a box, in minor units of ``currency``."""
+    """'bet.placed': a wager on a box, in minor units of 'currency'."""
 
     bet_id: Text = Field(description="unique in the round")
     player_id: Text
@@ -161,7 +161,7 @@ class BetPlacedPayload(_Model):
 
 
 class CardsDealtPayload(_Model):
-    """``cards.dealt``: cards to a player box, the dealer, the board (deal order) or burn."""
+    """'cards.dealt': cards to a player box, the dealer, the board (deal order) or burn."""
 
     model_config = ConfigDict(
         json_schema_extra={
@@ -195,7 +195,7 @@ class CardsDealtPayload(_Model):
 
 
 class DecisionMadePayload(_Model):
-    """``decision.made``: a player's decision at a stage; call and bet add a wager."""
+    """'decision.made': a player's decision at a stage; call and bet add a wager."""
 
     model_config = ConfigDict(
         json_schema_extra={
@@ -226,11 +226,11 @@ class DecisionMadePayload(_Model):
 
 
 class RoundCompletedPayload(_Model):
-    """``round.completed``: an empty object; every card is dealt and shown, settle now."""
+    """'round.completed': an empty object; every card is dealt and shown, settle now."""
 
 
 class RoundVoidedPayload(_Model):
-    """``round.voided``: a misdeal or fault; every wager of the round is refunded."""
+    """'round.voided': a misdeal or fault; every wager of the round is refunded."""
 
     reason: Annotated[str, StringConstraints(pattern=r"\S")] = Field(description="non-empty text")
 
@@ -322,7 +322,7 @@ FEED_EVENT_ADAPTER: TypeAdapter[FeedEvent] = TypeAdapter(FeedEvent)
 
 
 class BetLine(_Model):
-    """One settled wager; ``returned`` is stake + win, the stake on push/refund, else 0."""
+    """One settled wager; 'returned' is stake + win, the stake on push/refund, else 0."""
 
     bet_id: Text
     spot: Spot = Field(strict=False)
@@ -382,7 +382,7 @@ class Rejection(_Model):
 
 
 class ContractError(ValueError):
-    """A feed message breaks the contract; ``str(err)`` says what to fix."""
+    """A feed message breaks the contract; 'str(err)' says what to fix."""
 
     def __init__(self, reasons: list[str], event_id: str | None = None) -> None:
         super().__init__("; ".join(reasons))
@@ -400,7 +400,7 @@ def parse_event(raw: bytes | str) -> FeedEvent:
 
 
 def _raw_event_id(raw: bytes | str) -> str | None:
-    """The raw message's ``event_id`` if it has a string one, for the rejection record."""
+    """The raw message's 'event_id' if it has a string one, for the rejection record."""
     try:
         data = json.loads(raw)
     except ValueError:
@@ -441,7 +441,7 @@ _JSON_TYPES = {dict: "an object", list: "an array", str: "a string", bool: "a bo
 
 
 def describe_error(error: ErrorDetails) -> str:
-    """One pydantic error as ``<field path>: <what is wrong and what is expected>``."""
+    """One pydantic error as '<field path>: <what is wrong and what is expected>'."""
     loc = list(error["loc"])
     if loc and loc[0] in EVENT_MODELS:
         loc = loc[1:]  # the discriminated union puts the event type first
