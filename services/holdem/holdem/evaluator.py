@@ -292,8 +292,10 @@ _SUITS: Final = _T.suits
 _RANKS: Final = _T.ranks
 _SUIT_MASK: Final = (1 << _SUIT_BITS) - 1
 # Each card's key also carries a bit of its own above the face sum: distinct cards add up to
-# exactly n such bits, a repeated card carries into fewer.
-_PRESENCE_SHIFT: Final = 32
+# exactly n such bits, a repeated card carries into fewer. Seven distinct cards keep the key
+# sum below 2**32, but a repeated ace or king can carry it into bit 32: the presence bits start
+# at 33 so that carry cannot pass for a card (seven keys of any cards stay below 2**33).
+_PRESENCE_SHIFT: Final = 33
 _CHECKED_KEYS: Final = {
     card: key | 1 << (_PRESENCE_SHIFT + card) for card, key in enumerate(_CARD_KEYS)
 }
@@ -332,7 +334,7 @@ def _make_evaluate() -> Callable[[Sequence[int] | str], HandValue]:
                 raise CardError(f"a hand is 5, 6 or 7 cards, got {n}")
         except (KeyError, TypeError):
             raise CardError(f"card ids run from 0 (2c) to 51 (As), got {list(cards)!r}") from None
-        if (key >> 32).bit_count() != n:
+        if (key >> 33).bit_count() != n:
             raise CardError(f"a hand's cards must be distinct, got {list(cards)!r}")
         suit = suits[n][key & 511]
         if suit < 0:
