@@ -1,0 +1,1 @@
+"""Pay table data files: one JSON document per pay table version."""
