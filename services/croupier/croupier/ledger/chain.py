@@ -1,0 +1,223 @@
+"""The ledger's hash chain: row encoding, linking, and the verification walk.
+
+A row's canonical form is the compact JSON array
+``[position, stream, version, type, data, key, recorded_at]`` with ``data`` itself canonical
+JSON (sorted keys, no spaces, UTF-8) and ``recorded_at`` as ``YYYY-MM-DDTHH:MM:SS.ffffffZ``.
+``hash = sha256(prev_hash + canonical row)`` in hex; the first row links to ``GENESIS_HASH``.
+Both adapters store ``data`` as the exact canonical text, so verification hashes the
+stored bytes and never depends on re-encoding.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+GENESIS_HASH = "0" * 64
+
+ProblemKind = Literal["changed", "removed", "inserted"]
+
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+_canonical = json.JSONEncoder(
+    ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False
+).encode
+
+
+def canonical_json(value: Any) -> str:
+    """Deterministic JSON text: sorted keys, no whitespace, no NaN/Infinity."""
+    return _canonical(value)
+
+
+def format_timestamp(moment: datetime) -> str:
+    """The chain's timestamp text (UTC, microseconds, ``Z``)."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_timestamp(text: str) -> datetime:
+    """Inverse of ``format_timestamp``."""
+    return datetime.fromisoformat(text)
+
+
+def row_hash(
+    prev_hash: str,
+    position: int,
+    stream: str,
+    version: int,
+    type_: str,
+    data: str,
+    key: str,
+    recorded_at: str,
+) -> str:
+    """sha256 over ``prev_hash`` + the canonical row; ``data`` is canonical JSON text."""
+    # Splicing the already-canonical data text keeps the whole array canonical JSON
+    # without re-encoding the payload.
+    encoded = (
+        f"[{position},{_dumps(stream)},{version},{_dumps(type_)},{data},"
+        f"{_dumps(key)},{_dumps(recorded_at)}]"
+    )
+    return hashlib.sha256((prev_hash + encoded).encode()).hexdigest()
+
+
+class ChainRow(NamedTuple):
+    """A stored event row exactly as the hash covers it (a tuple, ready for drivers)."""
+
+    position: int
+    stream: str
+    version: int
+    type: str
+    data: str
+    key: str
+    recorded_at: str
+    prev_hash: str
+    hash: str
+
+    def computed_hash(self) -> str:
+        """The hash this row's content and ``prev_hash`` call for."""
+        return row_hash(
+            self.prev_hash,
+            self.position,
+            self.stream,
+            self.version,
+            self.type,
+            self.data,
+            self.key,
+            self.recorded_at,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One finding of ``verify``: a row changed, removed or inserted at ``position``."""
+
+    kind: ProblemKind
+    position: int
+    detail: str
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    """The result of a chain walk; ``ok`` is False when anything is wrong."""
+
+    checked: int
+    head_position: int
+    head_hash: str
+    problems: tuple[Problem, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def positions(self, kind: ProblemKind) -> list[int]:
+        """Positions of the problems of one kind, ascending."""
+        return sorted(p.position for p in self.problems if p.kind == kind)
+
+    @property
+    def changed(self) -> list[int]:
+        return self.positions("changed")
+
+    @property
+    def removed(self) -> list[int]:
+        return self.positions("removed")
+
+    @property
+    def inserted(self) -> list[int]:
+        return self.positions("inserted")
+
+    def summary(self) -> str:
+        """One line for people and logs."""
+        head = f"{self.checked} rows, head {self.head_position} {self.head_hash[:16]}"
+        if self.ok:
+            return f"ledger chain ok: {head}"
+        parts = [
+            f"{kind} {self.positions(kind)}"
+            for kind in ("changed", "removed", "inserted")
+            if self.positions(kind)
+        ]
+        return f"ledger chain BROKEN: {'; '.join(parts)} ({head})"
+
+    def raise_if_broken(self) -> None:
+        """Raise ``LedgerTampered`` unless ``ok``."""
+        if not self.ok:
+            from croupier.ledger import LedgerTampered
+
+            raise LedgerTampered(self)
+
+
+@dataclass
+class ChainVerifier:
+    """Incremental walk over rows in position order; ``feed`` each row, then ``finish``.
+
+    Positions must run 1, 2, 3, ... and every row must link to its predecessor's hash and
+    hash to its own stored value. Each break is attributed to one row:
+
+    * a missing position is *removed*;
+    * a row whose content no longer gives its stored hash is *changed*;
+    * a row whose link to the predecessor is broken although its successor links to it
+      means the predecessor was rewritten and re-hashed: the predecessor is *changed*;
+    * a row that neither links to its predecessor nor is linked to by its successor
+      (or sits below position 1) is *inserted*.
+
+    A rewritten or forged newest row is indistinguishable from a legitimate append;
+    compare ``head_hash`` with a head recorded elsewhere to cover it.
+    """
+
+    checked: int = 0
+    _prev: ChainRow | None = None
+    _pending: ChainRow | None = None
+    _flagged: set[int] = field(default_factory=set)
+    _problems: list[Problem] = field(default_factory=list)
+
+    def feed(self, row: ChainRow) -> None:
+        if self._pending is not None:
+            self._judge(self._pending, row)
+        self._pending = row
+
+    def feed_all(self, rows: Iterable[ChainRow]) -> None:
+        for row in rows:
+            self.feed(row)
+
+    def finish(self) -> VerifyReport:
+        if self._pending is not None:
+            self._judge(self._pending, None)
+            self._pending = None
+        head = self._prev
+        return VerifyReport(
+            checked=self.checked,
+            head_position=head.position if head else 0,
+            head_hash=head.hash if head else GENESIS_HASH,
+            problems=tuple(self._problems),
+        )
+
+    def _flag(self, kind: ProblemKind, position: int, detail: str) -> None:
+        if position not in self._flagged:
+            self._flagged.add(position)
+            self._problems.append(Problem(kind, position, detail))
+
+    def _judge(self, row: ChainRow, successor: ChainRow | None) -> None:
+        self.checked += 1
+        prev = self._prev
+        expected_position = prev.position + 1 if prev else 1
+        if row.position < expected_position:
+            self._flag("inserted", row.position, "position outside the chain")
+            return
+        gap = row.position > expected_position
+        for missing in range(expected_position, row.position):
+            self._flag("removed", missing, "position missing")
+        linked = row.prev_hash == (prev.hash if prev else GENESIS_HASH)
+        if row.computed_hash() != row.hash:
+            if linked or gap or successor is not None:
+                self._flag("changed", row.position, "content does not match its hash")
+            else:
+                self._flag("inserted", row.position, "forged row at the head")
+        elif not linked and not gap:
+            if prev is not None and successor is not None and successor.prev_hash == row.hash:
+                self._flag("changed", prev.position, "row rewritten and re-hashed")
+            else:
+                self._flag("inserted", row.position, "row does not link into the chain")
+        self._prev = row

@@ -1,0 +1,236 @@
+"""The PostgreSQL ledger adapter (asyncpg, connection pool, COPY for batch inserts).
+
+Why readers never skip a late commit
+------------------------------------
+Every append transaction first takes ``pg_advisory_xact_lock(APPEND_LOCK)`` and only then
+reads the chain head and numbers its events head+1, head+2, ... The lock is released when
+the transaction ends, and PostgreSQL marks a transaction committed (visible to new
+snapshots) before it releases its locks. So the next appender can only read the head
+after the previous batch is visible, positions are assigned in commit order, and no
+snapshot can contain position n+1 without position n. A reader that asks for
+``position > checkpoint`` therefore never finds a hole that fills in later (unlike
+sequence-numbered inserts, where a slow transaction commits a lower number after a
+faster one was read). The same lock makes the hash chain's predecessor well defined.
+
+READ COMMITTED is required: each statement takes a fresh snapshot, so the head is read
+after the lock is granted. Under REPEATABLE READ the snapshot would predate the wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+import asyncpg
+
+from croupier.ledger import (
+    Ledger,
+    OutboxMessage,
+    PendingMessage,
+    RecordedEvent,
+    StreamAppend,
+)
+from croupier.ledger.batch import (
+    Plan,
+    batch_keys,
+    batch_streams,
+    outbox_ids,
+    plan_append,
+    recorded,
+)
+from croupier.ledger.chain import GENESIS_HASH, ChainRow, format_timestamp
+from croupier.ledger.migrate import migrations
+
+if TYPE_CHECKING:
+    from asyncpg.pool import PoolConnectionProxy
+
+    Conn: TypeAlias = asyncpg.Connection[asyncpg.Record] | PoolConnectionProxy[asyncpg.Record]
+
+APPEND_LOCK = 0x63726F7570696572 >> 1  # "croupier", as a positive bigint
+MIGRATE_LOCK = APPEND_LOCK - 1
+
+_COLUMNS = (
+    "position",
+    "stream",
+    "version",
+    "type",
+    "data",
+    "key",
+    "recorded_at",
+    "prev_hash",
+    "hash",
+)
+_SELECT = f"SELECT {', '.join(_COLUMNS)} FROM events"
+_OUTBOX_COLUMNS = ("message_id", "position", "exchange", "routing_key", "body")
+
+
+class PostgresLedger(Ledger):
+    """The ledger in PostgreSQL; the pool is created on first use."""
+
+    def __init__(self, url: str, *, min_size: int = 1, max_size: int = 10) -> None:
+        self.url = url
+        self._min_size = min_size
+        self._max_size = max_size
+        self._pool: asyncpg.Pool | None = None
+        self._pool_lock = asyncio.Lock()
+
+    async def pool(self) -> asyncpg.Pool:
+        """The connection pool (created on first call)."""
+        async with self._pool_lock:
+            if self._pool is None:
+                self._pool = await asyncpg.create_pool(
+                    self.url, min_size=self._min_size, max_size=self._max_size
+                )
+        return self._pool
+
+    async def migrate(self) -> list[str]:
+        applied: list[str] = []
+        async with (await self.pool()).acquire() as conn, conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", MIGRATE_LOCK)
+            await conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, "
+                "name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
+            )
+            done = {r["version"] for r in await conn.fetch("SELECT version FROM schema_migrations")}
+            for migration in migrations("postgres"):
+                if migration.version not in done:
+                    await conn.execute(migration.sql)
+                    await conn.execute(
+                        "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",
+                        migration.version,
+                        migration.name,
+                    )
+                    applied.append(migration.name)
+        return applied
+
+    async def append(
+        self, appends: Sequence[StreamAppend], outbox: Sequence[OutboxMessage] = ()
+    ) -> list[RecordedEvent]:
+        if not appends and not outbox:
+            return []
+        keys = batch_keys(appends)
+        ids = outbox_ids(outbox)
+        async with (await self.pool()).acquire() as conn, conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", APPEND_LOCK)
+            plan = plan_append(
+                appends,
+                outbox,
+                existing={row.key: row for row in await _rows_by_key(conn, keys)},
+                versions=await _versions(conn, batch_streams(appends)),
+                head=await _head(conn),
+                existing_outbox=await _outbox_by_id(conn, ids),
+                recorded_at=datetime.now(UTC),
+            )
+            await self._write(conn, plan)
+        return plan.results
+
+    async def _write(self, conn: Conn, plan: Plan) -> None:
+        """Insert the planned rows (inside the append transaction, lock held)."""
+        if plan.rows:
+            moment = datetime.fromisoformat(plan.rows[0].recorded_at)  # one per batch
+            await conn.copy_records_to_table(
+                "events",
+                records=[(*row[:6], moment, row.prev_hash, row.hash) for row in plan.rows],
+                columns=_COLUMNS,
+            )
+        if plan.outbox:
+            await conn.copy_records_to_table("outbox", records=plan.outbox, columns=_OUTBOX_COLUMNS)
+
+    async def read_stream(self, stream: str) -> list[RecordedEvent]:
+        rows = await (await self.pool()).fetch(
+            f"{_SELECT} WHERE stream = $1 ORDER BY version", stream
+        )
+        return [recorded(_chain_row(row)) for row in rows]
+
+    async def read_all(self, after_position: int = 0, limit: int = 1000) -> list[RecordedEvent]:
+        return [recorded(row) for row in await self._chain_page(after_position, limit)]
+
+    async def stream_version(self, stream: str) -> int:
+        value = await (await self.pool()).fetchval(
+            "SELECT max(version) FROM events WHERE stream = $1", stream
+        )
+        return int(value or 0)
+
+    async def last_position(self) -> int:
+        value = await (await self.pool()).fetchval("SELECT max(position) FROM events")
+        return int(value or 0)
+
+    async def pending_outbox(self, limit: int = 100) -> list[PendingMessage]:
+        rows = await (await self.pool()).fetch(
+            "SELECT message_id, exchange, routing_key, body, position FROM outbox o "
+            "WHERE NOT EXISTS (SELECT 1 FROM outbox_published p WHERE p.message_id = o.message_id)"
+            " ORDER BY seq LIMIT $1",
+            limit,
+        )
+        return [
+            PendingMessage(
+                r["message_id"],
+                r["exchange"],
+                r["routing_key"],
+                json.loads(r["body"]),
+                r["position"],
+            )
+            for r in rows
+        ]
+
+    async def mark_published(self, message_ids: Iterable[str]) -> None:
+        ids = list(dict.fromkeys(message_ids))
+        if ids:
+            await (await self.pool()).execute(
+                "INSERT INTO outbox_published (message_id) SELECT message_id FROM outbox "
+                "WHERE message_id = ANY($1::text[]) ON CONFLICT DO NOTHING",
+                ids,
+            )
+
+    async def close(self) -> None:
+        async with self._pool_lock:
+            if self._pool is not None:
+                await self._pool.close()
+                self._pool = None
+
+    async def _chain_page(self, after_position: int, limit: int) -> list[ChainRow]:
+        rows = await (await self.pool()).fetch(
+            f"{_SELECT} WHERE position > $1 ORDER BY position LIMIT $2", after_position, limit
+        )
+        return [_chain_row(row) for row in rows]
+
+
+def _chain_row(row: asyncpg.Record | Sequence[Any]) -> ChainRow:
+    position, stream, version, type_, data, key, recorded_at, prev_hash, hash_ = row
+    return ChainRow(
+        position, stream, version, type_, data, key, format_timestamp(recorded_at), prev_hash, hash_
+    )
+
+
+async def _rows_by_key(conn: Conn, keys: list[str]) -> list[ChainRow]:
+    if not keys:
+        return []
+    rows = await conn.fetch(f"{_SELECT} WHERE key = ANY($1::text[])", keys)
+    return [_chain_row(row) for row in rows]
+
+
+async def _versions(conn: Conn, streams: list[str]) -> dict[str, int]:
+    rows = await conn.fetch(
+        "SELECT stream, max(version) FROM events WHERE stream = ANY($1::text[]) GROUP BY stream",
+        streams,
+    )
+    return {row[0]: row[1] for row in rows}
+
+
+async def _head(conn: Conn) -> tuple[int, str]:
+    row = await conn.fetchrow("SELECT position, hash FROM events ORDER BY position DESC LIMIT 1")
+    return (0, GENESIS_HASH) if row is None else (row[0], row[1])
+
+
+async def _outbox_by_id(conn: Conn, ids: list[str]) -> dict[str, tuple[str, str, str]]:
+    if not ids:
+        return {}
+    rows = await conn.fetch(
+        "SELECT message_id, exchange, routing_key, body FROM outbox "
+        "WHERE message_id = ANY($1::text[])",
+        ids,
+    )
+    return {row[0]: (row[1], row[2], row[3]) for row in rows}
