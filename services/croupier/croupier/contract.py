@@ -9,13 +9,16 @@ with a reason a person can act on.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
+from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
     AwareDatetime,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StringConstraints,
@@ -25,7 +28,6 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic.json_schema import SkipJsonSchema
 from pydantic_core import ErrorDetails, PydanticCustomError
 
 SCHEMA_VERSION = 1
@@ -107,6 +109,19 @@ TABLE_ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 ROUND_ID_PATTERN = r"^[A-Za-z0-9_.:-]{1,128}$"
 CARD_PATTERN = r"^[2-9TJQKA][cdhs]$"
 CURRENCY_PATTERN = r"^[A-Z]{3}$"
+RFC3339_PATTERN = (
+    r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?"
+    r"([Zz]|[+-][0-9]{2}:[0-9]{2})$"
+)
+_RFC3339 = re.compile(RFC3339_PATTERN)
+
+
+def _rfc3339_text(value: object) -> object:
+    """Admit only a datetime or RFC 3339 text (pydantic alone also takes '20:00Z', numbers)."""
+    if isinstance(value, datetime) or (isinstance(value, str) and _RFC3339.match(value)):
+        return value
+    raise PydanticCustomError("rfc3339", "not an RFC 3339 timestamp")
+
 
 EventId = Annotated[
     str,
@@ -120,12 +135,20 @@ Card = Annotated[str, StringConstraints(pattern=CARD_PATTERN)]
 Currency = Annotated[str, StringConstraints(pattern=CURRENCY_PATTERN)]
 Amount = Annotated[int, Field(gt=0)]
 Money = Annotated[int, Field(ge=0)]
-_OptionalText = Annotated[
-    Text | SkipJsonSchema[None], WithJsonSchema({"minLength": 1, "type": "string"})
+Timestamp = Annotated[
+    AwareDatetime,
+    BeforeValidator(_rfc3339_text),
+    Field(strict=False, json_schema_extra={"pattern": RFC3339_PATTERN}),
 ]
+_OptionalText = Annotated[Text | None, WithJsonSchema({"minLength": 1, "type": "string"})]
 _OptionalAmount = Annotated[
-    Amount | SkipJsonSchema[None], WithJsonSchema({"exclusiveMinimum": 0, "type": "integer"})
+    Amount | None, WithJsonSchema({"exclusiveMinimum": 0, "type": "integer"})
 ]
+
+
+def _is_none(value: object) -> bool:
+    """Optional feed fields are left out when absent; null is not part of the contract."""
+    return value is None
 
 
 def _rule(field: str, detail: str) -> PydanticCustomError:
@@ -172,7 +195,9 @@ class CardsDealtPayload(_Model):
     )
 
     target: Target
-    box: _OptionalText = Field(default=None, description="only (and always) for target player")
+    box: _OptionalText = Field(
+        default=None, exclude_if=_is_none, description="only (and always) for target player"
+    )
     cards: list[Card] = Field(min_length=1, json_schema_extra={"uniqueItems": True})
 
     @field_validator("cards")
@@ -210,8 +235,12 @@ class DecisionMadePayload(_Model):
     ante_bet_id: Text = Field(description="the ante this decision belongs to")
     stage: Stage
     action: Action
-    bet_id: _OptionalText = Field(default=None, description="the new wager's id (call, bet)")
-    amount: _OptionalAmount = Field(default=None, description="the new wager (call, bet)")
+    bet_id: _OptionalText = Field(
+        default=None, exclude_if=_is_none, description="the new wager's id (call, bet)"
+    )
+    amount: _OptionalAmount = Field(
+        default=None, exclude_if=_is_none, description="the new wager (call, bet)"
+    )
 
     @model_validator(mode="after")
     def _wager_fields(self) -> Self:
@@ -247,7 +276,7 @@ class EventEnvelope(_Model):
     table_id: TableId
     round_id: RoundId = Field(description="unique per table")
     seq: int = Field(ge=1, description="place in the round: 1, 2, 3, ... with no gaps")
-    occurred_at: AwareDatetime = Field(description="RFC 3339, when it happened at the source")
+    occurred_at: Timestamp = Field(description="RFC 3339, when it happened at the source")
 
     @field_validator("schema_version")
     @classmethod
@@ -458,7 +487,8 @@ def _detail(kind: str, error: ErrorDetails, path: str, loc: list[int | str]) -> 
     if kind == "json_invalid":
         return f"not valid JSON ({ctx.get('error', error['msg'])})"
     if kind == "union_tag_invalid":
-        tag = _show(ctx.get("tag"))
+        given = error["input"]
+        tag = _show(given.get("event_type") if isinstance(given, dict) else ctx.get("tag"))
         return f"event_type: unknown event type {tag}; expected {_EXPECTED['event_type']}"
     if kind == "union_tag_not_found":
         return "event_type: required field is missing"
