@@ -1,0 +1,1 @@
+"""Sub-commands of the ``croupier`` command line, one module each."""
