@@ -17,7 +17,9 @@ class Bad:
     id: str
     raw: str | bytes
     says: tuple[str, ...]
-    schema_can_tell: bool = True  # False: JSON Schema cannot see the difference (100 vs 100.0)
+    # False where a JSON Schema validator cannot see it: 100.0 is an integer to JSON Schema, and
+    # calendar dates are "format": "date-time", which jsonschema checks only with extra packages.
+    schema_can_tell: bool = True
 
 
 def bad(id: str, name: str, path: str, value: Any, *says: str, schema: bool = True) -> Bad:
@@ -95,7 +97,14 @@ BROKEN_FIELDS = [
     ),
     bad("epoch", "bet.placed", "occurred_at", 1714594500, "occurred_at: must be an RFC 3339"),
     bad("no date", "bet.placed", "occurred_at", "yesterday", 'got "yesterday"'),
-    bad("bad month", "bet.placed", "occurred_at", "2024-13-01T20:15:00Z", "occurred_at: must be"),
+    bad(
+        "bad month",
+        "bet.placed",
+        "occurred_at",
+        "2024-13-01T20:15:00Z",
+        "occurred_at: must be",
+        schema=False,
+    ),
     bad(
         "extra field",
         "bet.placed",

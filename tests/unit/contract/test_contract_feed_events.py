@@ -112,7 +112,7 @@ def test_game_rules_are_not_the_contracts_business() -> None:
 def test_events_are_immutable() -> None:
     parsed = parse_event(text(VALID["bet.placed"]))
     with pytest.raises(ValidationError):
-        parsed.seq = 9  # type: ignore[misc]
+        parsed.seq = 9
 
 
 def test_events_can_be_built_in_python() -> None:
