@@ -1,0 +1,408 @@
+"""The one test suite every ledger adapter must pass.
+
+A subclass provides the ``ledger_url`` fixture (a fresh, empty ledger per test) and two
+ways of reaching the database behind the adapter's back: ``raw`` runs a statement as the
+table owner with the triggers in force, ``tamper`` runs statements with them disabled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from croupier.ledger import (
+    IdempotencyConflict,
+    Ledger,
+    LedgerTampered,
+    NewEvent,
+    OutboxMessage,
+    RecordedEvent,
+    StreamAppend,
+    VersionConflict,
+    open_ledger,
+)
+from croupier.ledger.chain import GENESIS_HASH, format_timestamp, row_hash
+
+_keys = itertools.count(1)
+
+
+def event(key: str | None = None, type_: str = "wager.accepted", **data: Any) -> NewEvent:
+    """A new event; a fresh key unless one is given."""
+    return NewEvent(type_, data or {"amount": 100, "currency": "EUR"}, key or f"k{next(_keys)}")
+
+
+def append(stream: str, expected: int | None, count: int = 1) -> StreamAppend:
+    return StreamAppend(stream, expected, [event(seq=i) for i in range(count)])
+
+
+def message(message_id: str, **body: Any) -> OutboxMessage:
+    return OutboxMessage(message_id, "croupier.settlements", "EUR.p1", body or {"returned": 200})
+
+
+async def read_everything(ledger: Ledger) -> list[RecordedEvent]:
+    events: list[RecordedEvent] = []
+    while page := await ledger.read_all(events[-1].position if events else 0, 100):
+        events.extend(page)
+    return events
+
+
+class LedgerSuite:
+    """Behaviour common to all adapters; subclasses supply the database."""
+
+    @pytest.fixture
+    def ledger_url(self) -> str:
+        raise NotImplementedError
+
+    async def raw(self, url: str, statement: str) -> None:
+        """Run ``statement`` as the owner, triggers in force."""
+        raise NotImplementedError
+
+    async def tamper(self, url: str, *statements: str) -> None:
+        """Run ``statements`` with the append-only triggers out of the way."""
+        raise NotImplementedError
+
+    @pytest.fixture
+    async def ledger(self, ledger_url: str) -> AsyncIterator[Ledger]:
+        ledger = open_ledger(ledger_url)
+        await ledger.migrate()
+        yield ledger
+        await ledger.close()
+
+    # -- append and read ------------------------------------------------------------
+
+    async def test_append_returns_records_in_input_order(self, ledger: Ledger) -> None:
+        first = [event(amount=100), event(amount=200)]
+        records = await ledger.append(
+            [StreamAppend("round:T1:R1", 0, first), StreamAppend("round:T1:R2", 0, [event()])]
+        )
+        assert [(r.stream, r.version, r.position) for r in records] == [
+            ("round:T1:R1", 1, 1),
+            ("round:T1:R1", 2, 2),
+            ("round:T1:R2", 1, 3),
+        ]
+        assert [r.key for r in records[:2]] == [e.key for e in first]
+        assert records[1].data == {"amount": 200}
+        assert records[0].prev_hash == GENESIS_HASH
+        assert records[1].prev_hash == records[0].hash
+
+    async def test_read_stream_returns_what_was_appended(self, ledger: Ledger) -> None:
+        appended = await ledger.append([append("round:A", 0, 3), append("round:B", 0, 2)])
+        await ledger.append([append("round:A", 3, 1)])
+        stream = await ledger.read_stream("round:A")
+        assert [e.version for e in stream] == [1, 2, 3, 4]
+        assert stream[:3] == appended[:3]
+        assert await ledger.read_stream("round:none") == []
+
+    async def test_data_round_trips_exactly(self, ledger: Ledger) -> None:
+        data = {"amount": 10**20, "nested": {"b": [1, "two", None, True]}, "name": "Ærø €"}
+        await ledger.append([StreamAppend("s", 0, [NewEvent("t", data, "k")])])
+        assert (await ledger.read_stream("s"))[0].data == data
+
+    async def test_positions_are_global_gap_free_and_in_commit_order(self, ledger: Ledger) -> None:
+        for batch in range(5):
+            await ledger.append([append(f"round:{batch}:{n}", 0, 3) for n in range(4)])
+        events = await read_everything(ledger)
+        assert [e.position for e in events] == list(range(1, 61))
+        assert await ledger.last_position() == 60
+
+    async def test_read_all_pages_after_a_position(self, ledger: Ledger) -> None:
+        await ledger.append([append("s", 0, 10)])
+        assert [e.position for e in await ledger.read_all(3, 4)] == [4, 5, 6, 7]
+        assert [e.position for e in await ledger.read_all(8, 100)] == [9, 10]
+        assert await ledger.read_all(10, 100) == []
+
+    async def test_stream_version_and_last_position_start_at_zero(self, ledger: Ledger) -> None:
+        assert await ledger.stream_version("s") == 0
+        assert await ledger.last_position() == 0
+        await ledger.append([append("s", 0, 2), append("t", 0, 1)])
+        assert await ledger.stream_version("s") == 2
+        assert await ledger.last_position() == 3
+
+    async def test_empty_append_writes_nothing(self, ledger: Ledger) -> None:
+        assert await ledger.append([]) == []
+        assert await ledger.last_position() == 0
+
+    # -- optimistic concurrency -----------------------------------------------------
+
+    async def test_expected_version_must_match(self, ledger: Ledger) -> None:
+        await ledger.append([append("s", 0, 2)])
+        with pytest.raises(VersionConflict) as caught:
+            await ledger.append([append("s", 0)])
+        assert (caught.value.stream, caught.value.expected, caught.value.actual) == ("s", 0, 2)
+        with pytest.raises(VersionConflict):
+            await ledger.append([append("s", 3)])
+        await ledger.append([append("s", 2)])
+        assert await ledger.stream_version("s") == 3
+
+    async def test_no_expected_version_appends_at_the_end(self, ledger: Ledger) -> None:
+        await ledger.append([append("rejections", None, 2)])
+        records = await ledger.append([append("rejections", None, 1)])
+        assert records[0].version == 3
+
+    async def test_one_stream_twice_in_a_batch(self, ledger: Ledger) -> None:
+        records = await ledger.append([append("s", 0, 2), append("s", 2, 1)])
+        assert [r.version for r in records] == [1, 2, 3]
+        with pytest.raises(VersionConflict):
+            await ledger.append([append("t", 0, 2), append("t", 1, 1)])
+
+    async def test_version_conflict_rolls_back_the_whole_batch(self, ledger: Ledger) -> None:
+        await ledger.append([append("busy", 0, 1)])
+        batch = [append("fresh:1", 0, 3), append("busy", 0, 1), append("fresh:2", 0, 1)]
+        with pytest.raises(VersionConflict):
+            await ledger.append(batch, [message("m1")])
+        assert await ledger.last_position() == 1
+        assert await ledger.read_stream("fresh:1") == []
+        assert await ledger.pending_outbox() == []
+        # The same events go through once the conflict is resolved.
+        fixed = [batch[0], StreamAppend("busy", 1, batch[1].events), batch[2]]
+        assert [r.position for r in await ledger.append(fixed)] == [2, 3, 4, 5, 6]
+
+    # -- idempotency ----------------------------------------------------------------
+
+    async def test_redelivered_batch_is_a_no_op(self, ledger: Ledger) -> None:
+        batch = [append("round:1", 0, 3), append("round:2", 0, 2)]
+        outbox = [message("m1"), message("m2")]
+        first = await ledger.append(batch, outbox)
+        again = await ledger.append(batch, outbox)
+        assert again == first
+        assert await ledger.last_position() == 5
+        assert [m.message_id for m in await ledger.pending_outbox()] == ["m1", "m2"]
+
+    async def test_replay_is_a_no_op_after_the_stream_moved_on(self, ledger: Ledger) -> None:
+        batch = [append("round:1", 0, 2)]
+        first = await ledger.append(batch)
+        await ledger.append([append("round:1", 2, 2)])
+        assert await ledger.append(batch) == first
+        assert await ledger.stream_version("round:1") == 4
+
+    async def test_same_key_with_other_content_conflicts(self, ledger: Ledger) -> None:
+        await ledger.append([StreamAppend("s", 0, [event("evt-1", amount=100)])])
+        changed = StreamAppend("s", 0, [event("evt-1", amount=999)])
+        with pytest.raises(IdempotencyConflict) as caught:
+            await ledger.append([append("other", 0, 2), changed])
+        assert caught.value.key == "evt-1"
+        other_type = StreamAppend("s", 0, [event("evt-1", "bet.voided", amount=100)])
+        with pytest.raises(IdempotencyConflict):
+            await ledger.append([other_type])
+        assert await ledger.last_position() == 1
+
+    async def test_same_key_in_another_stream_conflicts(self, ledger: Ledger) -> None:
+        await ledger.append([StreamAppend("s", 0, [event("evt-1")])])
+        with pytest.raises(IdempotencyConflict):
+            await ledger.append([StreamAppend("t", 0, [event("evt-1")])])
+
+    async def test_recorded_prefix_is_skipped_and_the_rest_appended(self, ledger: Ledger) -> None:
+        done = [event("a"), event("b")]
+        await ledger.append([StreamAppend("s", 0, done)])
+        records = await ledger.append([StreamAppend("s", 0, [*done, event("c")])])
+        assert [(r.key, r.version, r.position) for r in records] == [
+            ("a", 1, 1),
+            ("b", 2, 2),
+            ("c", 3, 3),
+        ]
+        with pytest.raises(VersionConflict):  # the prefix is not where expected says
+            await ledger.append([StreamAppend("s", 1, [event("b"), event("d")])])
+
+    async def test_recorded_event_after_a_new_one_conflicts(self, ledger: Ledger) -> None:
+        await ledger.append([StreamAppend("s", 0, [event("a")])])
+        with pytest.raises(IdempotencyConflict):
+            await ledger.append([StreamAppend("s", 1, [event("new"), event("a")])])
+
+    async def test_key_twice_in_one_batch_is_refused(self, ledger: Ledger) -> None:
+        with pytest.raises(ValueError):
+            await ledger.append([StreamAppend("s", 0, [event("a")]), append("t", 0)] * 2)
+        assert await ledger.last_position() == 0
+
+    async def test_outbox_message_id_with_other_content_conflicts(self, ledger: Ledger) -> None:
+        await ledger.append([append("s", 0)], [message("m1", returned=200)])
+        with pytest.raises(IdempotencyConflict):
+            await ledger.append([append("t", 0)], [message("m1", returned=300)])
+        assert await ledger.last_position() == 1
+
+    # -- concurrency ----------------------------------------------------------------
+
+    async def test_concurrent_appenders_on_distinct_streams(self, ledger: Ledger) -> None:
+        async def appender(n: int) -> list[RecordedEvent]:
+            return await ledger.append(
+                [append(f"round:{n}:{i}", 0, 3) for i in range(5)], [message(f"m{n}")]
+            )
+
+        results = await asyncio.gather(*(appender(n) for n in range(40)))
+        assert sum(len(r) for r in results) == 600
+        events = await read_everything(ledger)
+        assert [e.position for e in events] == list(range(1, 601))
+        assert {e.key for e in events} == {r.key for batch in results for r in batch}
+        for batch in results:  # each batch is contiguous: one transaction, one lock
+            positions = [r.position for r in batch]
+            assert positions == list(range(positions[0], positions[0] + 15))
+        assert len(await ledger.pending_outbox(1000)) == 40
+        assert (await ledger.verify()).ok
+
+    async def test_concurrent_appenders_on_one_stream(self, ledger: Ledger) -> None:
+        outcomes = await asyncio.gather(
+            *(ledger.append([append("round:hot", 0, 2)]) for _ in range(20)),
+            return_exceptions=True,
+        )
+        winners = [o for o in outcomes if isinstance(o, list)]
+        losers = [o for o in outcomes if not isinstance(o, list)]
+        assert len(winners) == 1
+        assert all(isinstance(o, VersionConflict) for o in losers)
+        assert await ledger.stream_version("round:hot") == 2
+
+        async def retrying(n: int) -> None:
+            while True:
+                version = await ledger.stream_version("round:hot")
+                try:
+                    await ledger.append([append("round:hot", version, 1)])
+                    return
+                except VersionConflict:
+                    await asyncio.sleep(0)
+
+        await asyncio.gather(*(retrying(n) for n in range(20)))
+        versions = [e.version for e in await ledger.read_stream("round:hot")]
+        assert versions == list(range(1, 23))
+        assert (await ledger.verify()).ok
+
+    # -- append-only in the database ------------------------------------------------
+
+    @pytest.mark.parametrize(
+        "statement",
+        [
+            "UPDATE events SET data = '{\"amount\":1}' WHERE position = 1",
+            "DELETE FROM events WHERE position = 1",
+            "DELETE FROM events",
+            "UPDATE outbox SET routing_key = 'x'",
+            "DELETE FROM outbox",
+            "DELETE FROM outbox_published",
+        ],
+    )
+    async def test_database_refuses_changes(
+        self, ledger: Ledger, ledger_url: str, statement: str
+    ) -> None:
+        await ledger.append([append("s", 0, 2)], [message("m1")])
+        await ledger.mark_published(["m1"])
+        with pytest.raises(Exception, match="append-only"):
+            await self.raw(ledger_url, statement)
+        assert len(await read_everything(ledger)) == 2
+        assert (await ledger.verify()).ok
+
+    # -- hash chain -----------------------------------------------------------------
+
+    async def test_verify_passes_an_intact_chain(self, ledger: Ledger) -> None:
+        empty = await ledger.verify()
+        assert (empty.ok, empty.checked, empty.head_position) == (True, 0, 0)
+        records = await ledger.append([append("s", 0, 4), append("t", 0, 3)])
+        report = await ledger.verify(page_size=3)
+        assert report.ok, report.summary()
+        assert (report.checked, report.head_position) == (7, 7)
+        assert report.head_hash == records[-1].hash
+        report.raise_if_broken()
+
+    async def test_verify_finds_a_changed_row(self, ledger: Ledger, ledger_url: str) -> None:
+        await ledger.append([append("s", 0, 6)])
+        await self.tamper(
+            ledger_url, "UPDATE events SET data = '{\"amount\":1}' WHERE position = 3"
+        )
+        report = await ledger.verify()
+        assert not report.ok
+        assert (report.changed, report.removed, report.inserted) == ([3], [], [])
+        with pytest.raises(LedgerTampered, match="changed"):
+            report.raise_if_broken()
+
+    async def test_verify_finds_a_row_rewritten_and_rehashed(
+        self, ledger: Ledger, ledger_url: str
+    ) -> None:
+        records = await ledger.append([append("s", 0, 6)])
+        row = records[2]
+        forged_data = '{"amount":1}'
+        forged_hash = row_hash(
+            row.prev_hash,
+            row.position,
+            row.stream,
+            row.version,
+            row.type,
+            forged_data,
+            row.key,
+            format_timestamp(row.recorded_at),
+        )
+        await self.tamper(
+            ledger_url,
+            f"UPDATE events SET data = '{forged_data}', hash = '{forged_hash}' WHERE position = 3",
+        )
+        report = await ledger.verify()
+        assert (report.changed, report.removed, report.inserted) == ([3], [], [])
+
+    async def test_verify_finds_removed_rows(self, ledger: Ledger, ledger_url: str) -> None:
+        await ledger.append([append("s", 0, 8)])
+        await self.tamper(
+            ledger_url,
+            "DELETE FROM events WHERE position = 3",
+            "DELETE FROM events WHERE position IN (6, 7)",
+        )
+        report = await ledger.verify()
+        assert (report.changed, report.removed, report.inserted) == ([], [3, 6, 7], [])
+
+    async def test_verify_finds_an_inserted_row(self, ledger: Ledger, ledger_url: str) -> None:
+        await ledger.append([append("s", 0, 4)])
+        stamp = "2030-01-01T00:00:00.000000Z"
+        fake_prev = "f" * 64
+        forged = row_hash(fake_prev, 5, "s", 5, "wager.accepted", "{}", "forged", stamp)
+        await self.tamper(
+            ledger_url,
+            "INSERT INTO events (position, stream, version, type, data, key, recorded_at, "
+            f"prev_hash, hash) VALUES (5, 's', 5, 'wager.accepted', '{{}}', 'forged', "
+            f"'{stamp}', '{fake_prev}', '{forged}')",
+        )
+        report = await ledger.verify()
+        assert (report.changed, report.removed, report.inserted) == ([], [], [5])
+
+    async def test_verify_reports_every_problem_in_one_walk(
+        self, ledger: Ledger, ledger_url: str
+    ) -> None:
+        await ledger.append([append("s", 0, 10)])
+        await self.tamper(
+            ledger_url,
+            "UPDATE events SET type = 'payout' WHERE position = 2",
+            "DELETE FROM events WHERE position = 5",
+            "UPDATE events SET data = '{\"amount\":1}' WHERE position = 8",
+        )
+        report = await ledger.verify(page_size=2)
+        assert (report.changed, report.removed, report.inserted) == ([2, 8], [5], [])
+        assert "BROKEN" in report.summary()
+
+    # -- outbox ---------------------------------------------------------------------
+
+    async def test_outbox_is_written_with_the_events(self, ledger: Ledger) -> None:
+        records = await ledger.append(
+            [append("round:1", 0, 3)], [message("m1", returned=200), message("m2")]
+        )
+        pending = await ledger.pending_outbox()
+        assert [(m.message_id, m.position) for m in pending] == [("m1", 3), ("m2", 3)]
+        assert pending[0].body == {"returned": 200}
+        assert pending[0].exchange == "croupier.settlements"
+        assert records[-1].position == 3
+
+    async def test_pending_and_published(self, ledger: Ledger) -> None:
+        for n in range(5):
+            await ledger.append([append(f"s{n}", 0)], [message(f"m{n}")])
+        assert [m.message_id for m in await ledger.pending_outbox(3)] == ["m0", "m1", "m2"]
+        await ledger.mark_published(["m1", "m0", "unknown"])
+        await ledger.mark_published(["m1"])  # idempotent
+        await ledger.mark_published([])
+        assert [m.message_id for m in await ledger.pending_outbox()] == ["m2", "m3", "m4"]
+
+    async def test_outbox_alone_is_stamped_with_the_head(self, ledger: Ledger) -> None:
+        await ledger.append([append("s", 0, 2)])
+        await ledger.append([], [message("m1")])
+        assert [m.position for m in await ledger.pending_outbox()] == [2]
+
+    # -- schema ---------------------------------------------------------------------
+
+    async def test_migrate_is_idempotent(self, ledger: Ledger) -> None:
+        assert await ledger.migrate() == []
+        await ledger.append([append("s", 0)])
+        assert await ledger.migrate() == []
+        assert await ledger.last_position() == 1
