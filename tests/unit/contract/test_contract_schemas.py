@@ -86,3 +86,12 @@ def test_rejection_validates_against_its_schema() -> None:
     check = validator("replay/rejection.schema.json")
     check.validate({"line": 7, "event_id": None, "reason": "not valid JSON"})
     assert not check.is_valid({"line": 0, "event_id": None, "reason": "x"})
+
+
+def test_contracts_command_writes_and_checks(tmp_path: Path) -> None:
+    from croupier.cli import main
+
+    assert main(["contracts", "--out", str(tmp_path)]) == 0
+    assert main(["contracts", "--out", str(tmp_path), "--check"]) == 0
+    (tmp_path / "replay/rejection.schema.json").write_text("{}\n", encoding="utf-8")
+    assert main(["contracts", "--out", str(tmp_path), "--check"]) == 1

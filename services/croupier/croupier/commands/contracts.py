@@ -1,0 +1,37 @@
+"""``croupier contracts``: write (or check) the JSON Schemas under ``contracts/``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from croupier.schemas import check_schemas, write_schemas
+
+
+def register(subparsers: argparse._SubParsersAction[Any]) -> None:
+    """Add the ``contracts`` sub-command."""
+    parser = subparsers.add_parser(
+        "contracts", help="generate the JSON Schemas of every message from the models"
+    )
+    parser.add_argument("--out", type=Path, default=Path("contracts"), help="target folder")
+    parser.add_argument(
+        "--check", action="store_true", help="write nothing; exit 1 if any file is out of date"
+    )
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Write the schemas, or with ``--check`` list the files that differ."""
+    out: Path = args.out
+    if args.check:
+        stale = check_schemas(out)
+        for line in stale:
+            print(f"out of date: {out / line}", file=sys.stderr)
+        if stale:
+            print("run `make contracts` and commit the result", file=sys.stderr)
+        return 1 if stale else 0
+    for path in write_schemas(out):
+        print(path)
+    return 0
