@@ -202,6 +202,11 @@ def parse_paytable(raw: Mapping[str, Any], source: str = "<data>") -> PayTable:
     )
     if table.jackpot and not table.limits[Spot.JACKPOT].admits(table.jackpot.stake):
         raise _fail(source, "the jackpot's fixed stake is outside its limits")
+    # A Casino Hold'em ante is paid by the player's final hand whenever the player is not
+    # beaten (a dealer who does not qualify pays it on any hand), so every category needs a line.
+    missing = [line for line in CATEGORY_LINES if line not in table.spots[Spot.ANTE]]
+    if game is Game.CASINO_HOLDEM and missing:
+        raise _fail(source, f"a Casino Hold'em ante table must pay every hand; it lacks {missing}")
     return table
 
 
