@@ -1,0 +1,66 @@
+"""Integration test services: the real PostgreSQL (and, later, RabbitMQ).
+
+A service that cannot be reached fails the test with instructions; integration tests are
+never skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+import pytest
+
+POSTGRES_URL = os.environ.get(
+    "CROUPIER_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test"
+)
+
+_START_HINT = (
+    "start it with `make services` or "
+    "`pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start`, "
+    "or point CROUPIER_TEST_DATABASE_URL at a reachable server"
+)
+
+
+def with_database(url: str, database: str) -> str:
+    """``url`` with its database name replaced."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=f"/{database}"))
+
+
+async def connect_postgres(url: str = POSTGRES_URL) -> asyncpg.Connection:
+    """A connection to ``url``; fails the test with a how-to-start message if unreachable."""
+    try:
+        return await asyncpg.connect(url, timeout=10)
+    except (OSError, asyncpg.PostgresError, TimeoutError) as error:
+        pytest.fail(f"PostgreSQL at {url} is unreachable ({error}); {_START_HINT}", pytrace=False)
+
+
+@pytest.fixture
+async def postgres_database() -> AsyncIterator[str]:
+    """A fresh, uniquely named database for one test; dropped afterwards. Yields its URL."""
+    async with scratch_database() as url:
+        yield url
+
+
+@asynccontextmanager
+async def scratch_database() -> AsyncIterator[str]:
+    """``async with scratch_database() as url``: a new database, dropped on exit."""
+    name = f"croupier_test_{uuid.uuid4().hex[:12]}"
+    admin = await connect_postgres()
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    try:
+        yield with_database(POSTGRES_URL, name)
+    finally:
+        admin = await connect_postgres()
+        try:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        finally:
+            await admin.close()

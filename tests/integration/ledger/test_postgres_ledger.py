@@ -1,0 +1,168 @@
+"""The ledger suite against the real PostgreSQL (a fresh database per test), plus what only
+PostgreSQL has: TRUNCATE, the service role's grants, and readers racing a held-open append.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+import asyncpg
+import pytest
+from croupier.ledger import Ledger, open_ledger
+from croupier.ledger.batch import Plan
+from croupier.ledger.postgres import PostgresLedger
+from ledger_suite import LedgerSuite, append, message, read_everything
+
+if TYPE_CHECKING:
+    from croupier.ledger.postgres import Conn
+
+pytestmark = pytest.mark.integration
+
+_TABLES = ("events", "outbox", "outbox_published")
+
+
+class TestPostgresLedger(LedgerSuite):
+    @pytest.fixture
+    def ledger_url(self, postgres_database: str) -> str:
+        return postgres_database
+
+    async def raw(self, url: str, statement: str) -> None:
+        conn = await asyncpg.connect(url)
+        try:
+            await conn.execute(statement)
+        finally:
+            await conn.close()
+
+    async def tamper(self, url: str, *statements: str) -> None:
+        conn = await asyncpg.connect(url)
+        try:
+            async with conn.transaction():
+                for table in _TABLES:
+                    await conn.execute(f"ALTER TABLE {table} DISABLE TRIGGER USER")
+                for statement in statements:
+                    await conn.execute(statement)
+                for table in _TABLES:
+                    await conn.execute(f"ALTER TABLE {table} ENABLE TRIGGER USER")
+        finally:
+            await conn.close()
+
+    @pytest.mark.parametrize("table", _TABLES)
+    async def test_truncate_is_refused(self, ledger: Ledger, ledger_url: str, table: str) -> None:
+        await ledger.append([append("s", 0, 2)], [message("m1")])
+        with pytest.raises(asyncpg.InsufficientPrivilegeError, match="append-only"):
+            await self.raw(ledger_url, f"TRUNCATE {table} CASCADE")
+        assert await ledger.last_position() == 2
+
+
+async def test_service_role_may_only_insert_and_select(postgres_database: str) -> None:
+    async with open_ledger(postgres_database) as owner:
+        await owner.migrate()
+    as_service = f"{postgres_database}?role=croupier_app"
+    async with open_ledger(as_service) as ledger:
+        await ledger.append([append("s", 0, 3)], [message("m1")])
+        await ledger.mark_published(["m1"])
+        assert await ledger.pending_outbox() == []
+        assert (await ledger.verify()).ok
+    conn = await asyncpg.connect(as_service)
+    try:
+        assert await conn.fetchval("SELECT current_user") == "croupier_app"
+        for statement in (
+            "UPDATE events SET type = 'x'",
+            "DELETE FROM outbox_published",
+            "TRUNCATE events",
+            "ALTER TABLE events DISABLE TRIGGER USER",
+            "DROP TRIGGER events_append_only ON events",
+        ):
+            with pytest.raises((asyncpg.InsufficientPrivilegeError, asyncpg.UndefinedObjectError)):
+                await conn.execute(statement)
+    finally:
+        await conn.close()
+
+
+class HeldAppend(PostgresLedger):
+    """Holds its append transaction open after writing, until released."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.written = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def _write(self, conn: Conn, plan: Plan) -> None:
+        await super()._write(conn, plan)
+        self.written.set()
+        await self.release.wait()
+
+
+async def test_reader_never_skips_an_event_that_commits_late(postgres_database: str) -> None:
+    writer = open_ledger(postgres_database)
+    reader_ledger = open_ledger(postgres_database)
+    held = HeldAppend(postgres_database)
+    await writer.migrate()
+    await writer.append([append("round:early", 0, 5)])
+
+    seen: list[int] = []
+    done = asyncio.Event()
+
+    async def reader() -> None:
+        checkpoint = 0
+        while True:
+            page = await reader_ledger.read_all(checkpoint, 7)
+            seen.extend(event.position for event in page)
+            if page:
+                checkpoint = page[-1].position
+            elif done.is_set():
+                return
+            await asyncio.sleep(0.002)
+
+    polling = asyncio.create_task(reader())
+    slow = asyncio.create_task(held.append([append("round:slow", 0, 5)]))
+    await asyncio.wait_for(held.written.wait(), 10)  # positions 6..10 written, not committed
+    fast = [asyncio.create_task(writer.append([append(f"round:fast:{n}", 0, 3)])) for n in range(8)]
+    await asyncio.sleep(0.5)
+    assert not any(task.done() for task in fast), "appenders must wait for the open append"
+    assert seen == [1, 2, 3, 4, 5], "nothing past the open transaction may be visible"
+
+    held.release.set()
+    await slow
+    await asyncio.gather(*fast)
+    total = 5 + 5 + 8 * 3
+    async with asyncio.timeout(10):
+        while len(seen) < total:
+            await asyncio.sleep(0.01)
+    done.set()
+    await polling
+    assert seen == list(range(1, total + 1))
+    assert [e.position for e in await read_everything(writer)] == seen
+    assert (await writer.verify()).ok
+    for ledger in (writer, reader_ledger, held):
+        await ledger.close()
+
+
+async def test_reader_sees_every_position_once_under_concurrent_appends(
+    postgres_database: str,
+) -> None:
+    writer = PostgresLedger(postgres_database, max_size=8)
+    reader_ledger = open_ledger(postgres_database)
+    await writer.migrate()
+    seen: list[int] = []
+    done = asyncio.Event()
+
+    async def reader() -> None:
+        checkpoint = 0
+        while not (done.is_set() and checkpoint == await reader_ledger.last_position()):
+            page = await reader_ledger.read_all(checkpoint, 50)
+            seen.extend(event.position for event in page)
+            checkpoint = page[-1].position if page else checkpoint
+
+    async def appender(n: int) -> None:
+        for round_no in range(5):
+            await writer.append([append(f"round:{n}:{round_no}", 0, 4)])
+
+    polling = asyncio.create_task(reader())
+    await asyncio.gather(*(appender(n) for n in range(16)))
+    done.set()
+    await polling
+    assert seen == list(range(1, 16 * 5 * 4 + 1))
+    await writer.close()
+    await reader_ledger.close()
