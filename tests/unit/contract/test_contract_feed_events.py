@@ -156,3 +156,12 @@ def test_wire_vocabulary() -> None:
     assert [str(t) for t in Target] == ["player", "dealer", "board", "burn"]
     assert [str(s) for s in Stage] == ["preflop", "flop", "turn"]
     assert [str(a) for a in Action] == ["call", "fold", "bet", "check"]
+
+
+def test_wire_vocabulary_matches_the_rules_core() -> None:
+    import holdem
+
+    pairs = [(Spot, holdem.Spot), (Outcome, holdem.Outcome), (Game, holdem.Game)]
+    pairs += [(Stage, holdem.Stage), (Action, holdem.Action)]
+    for wire, core in pairs:
+        assert {str(v) for v in wire} == {str(v) for v in core}, wire.__name__
