@@ -152,7 +152,9 @@ def _jackpot(
             raise SettlementError(f"pay table {table.id} has no jackpot")
         return None, {}
     if meter is None:
-        raise SettlementError("a round with a jackpot needs the meter it starts from")
+        if not stakes:  # nobody staked the jackpot: the meter does not move
+            return None, {}
+        raise SettlementError("a round with jackpot wagers needs the meter it starts from")
     contributed = table.jackpot.contribution(stakes)
     level = meter + contributed
     awards: dict[str, BetResult] = {}
