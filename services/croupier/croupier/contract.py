@@ -30,6 +30,8 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails, PydanticCustomError
 
+from holdem import Action, Game, Outcome, Spot, Stage
+
 SCHEMA_VERSION = 1
 
 _STRICT = ConfigDict(strict=True, extra="forbid", frozen=True)
@@ -46,25 +48,6 @@ class EventType(StrEnum):
     ROUND_VOIDED = "round.voided"
 
 
-class Game(StrEnum):
-    """Games a round can be opened for."""
-
-    CASINO_HOLDEM = "casino_holdem"
-    TEXAS_HOLDEM_PLUS = "texas_holdem_plus"
-
-
-class Spot(StrEnum):
-    """Where a wager lies: the first four come with 'bet.placed', the rest are play wagers."""
-
-    ANTE = "ante"
-    AA_BONUS = "aa_bonus"
-    JACKPOT = "jackpot"
-    PLUS = "plus"
-    CALL = "call"
-    FLOP_BET = "flop_bet"
-    TURN_BET = "turn_bet"
-
-
 class Target(StrEnum):
     """Who or what a 'cards.dealt' event deals to."""
 
@@ -72,33 +55,6 @@ class Target(StrEnum):
     DEALER = "dealer"
     BOARD = "board"
     BURN = "burn"
-
-
-class Stage(StrEnum):
-    """When a decision is taken."""
-
-    PREFLOP = "preflop"
-    FLOP = "flop"
-    TURN = "turn"
-
-
-class Action(StrEnum):
-    """What a player decided."""
-
-    CALL = "call"
-    FOLD = "fold"
-    BET = "bet"
-    CHECK = "check"
-
-
-class Outcome(StrEnum):
-    """How a settled wager ended."""
-
-    WIN = "win"
-    LOSE = "lose"
-    PUSH = "push"
-    FOLD = "fold"
-    REFUND = "refund"
 
 
 PlacedSpot = Literal[Spot.ANTE, Spot.AA_BONUS, Spot.JACKPOT, Spot.PLUS]

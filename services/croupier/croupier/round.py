@@ -1,0 +1,517 @@
+"""The Round aggregate: one round of either game, built only from its own ledger facts.
+
+A feed event goes to :meth:`Round.receive`, which decides what it means and returns the facts
+to record; :meth:`Round.apply` folds a fact into the state, so a round read back from the
+ledger is the round that was written. What it enforces (feed.md, rules.md):
+
+- Order: events apply in ``seq`` order. One ahead of its turn is *held* and applied when the
+  gap fills. A redelivered event is a no-op; a reused ``event_id`` with other content is
+  rejected.
+- The first event (seq 1) opens the round with a game and a pay table that exist and agree.
+- Wagers: only before the first card; spots the pay table offers; within its stake limits;
+  side bets on a box where the same player has an ante; bet ids unique in the round.
+- Cards: real cards, each at most once per round (burns included); two per box, two for the
+  dealer, five on the board.
+- Decisions: for a known ante, at its stage (Casino Hold'em: after the flop, before the turn;
+  Texas Hold'em Plus: preflop before the flop, flop before the turn, turn before the river),
+  one per stage, none after a fold; a call is exactly 2x the ante, a bet exactly 1x.
+- Completion: every card dealt, then settle (undecided players take the timeout defaults).
+  A completion with cards missing is rejected and the round stays open.
+- Void: every wager refunded.
+
+A rejected event never changes the state, except that it uses up its ``seq`` so that the
+rest of the round can go on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Final
+
+import holdem
+from croupier.contract import (
+    BetPlaced,
+    CardsDealt,
+    DecisionMade,
+    EventType,
+    FeedEvent,
+    RoundOpened,
+    RoundVoided,
+    Target,
+    parse_event,
+)
+from holdem import Action, Game, PayTable, Spot, Stage
+
+# Fact types recorded in a round's ledger stream.
+ACCEPTED: Final = "feed.accepted"
+HELD: Final = "feed.held"
+REJECTED: Final = "feed.rejected"
+SETTLED: Final = "round.settled"
+VOIDED: Final = "round.voided"
+
+#: A function giving the jackpot meter of a pay table in a currency before this round.
+MeterReader = Callable[[PayTable, str], int]
+
+
+class Status(StrEnum):
+    """Where a round stands."""
+
+    OPEN = "open"
+    SETTLED = "settled"
+    VOIDED = "voided"
+
+
+class Rejection(Exception):
+    """An event the round refuses; the message is the reason a person can act on."""
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    """Something to record in the round's stream: its type, data and idempotency key."""
+
+    type: str
+    data: Mapping[str, Any]
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
+class PlacedBet:
+    """A wager in the round: a placed bet or a play wager made by a decision."""
+
+    bet_id: str
+    player_id: str
+    box: str
+    spot: Spot
+    amount: int
+    currency: str
+
+
+def fingerprint(event: FeedEvent) -> str:
+    """A digest of an event's content, to tell a redelivery from a reused event id."""
+    canonical = json.dumps(event.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:32]
+
+
+def stream_name(table_id: str, round_id: str) -> str:
+    """The ledger stream of a round."""
+    return f"round:{table_id}:{round_id}"
+
+
+_STAGES: Final = {
+    Game.CASINO_HOLDEM: {Stage.FLOP: (3, {Action.CALL, Action.FOLD})},
+    Game.TEXAS_HOLDEM_PLUS: {
+        Stage.PREFLOP: (0, {Action.CALL, Action.FOLD}),
+        Stage.FLOP: (3, {Action.BET, Action.CHECK, Action.FOLD}),
+        Stage.TURN: (4, {Action.BET, Action.CHECK, Action.FOLD}),
+    },
+}
+_PLAY_SPOT: Final = {
+    (Stage.PREFLOP, Action.CALL): Spot.CALL,
+    (Stage.FLOP, Action.CALL): Spot.CALL,
+    (Stage.FLOP, Action.BET): Spot.FLOP_BET,
+    (Stage.TURN, Action.BET): Spot.TURN_BET,
+}
+_SIDE_BETS: Final = frozenset({Spot.AA_BONUS, Spot.JACKPOT, Spot.PLUS})
+
+
+@dataclass
+class Round:
+    """The state of one round."""
+
+    table_id: str
+    round_id: str
+    status: Status = Status.OPEN
+    table: PayTable | None = None
+    next_seq: int = 1
+    seen: dict[str, str] = field(default_factory=dict)
+    held: dict[int, FeedEvent] = field(default_factory=dict)
+    bets: dict[str, PlacedBet] = field(default_factory=dict)
+    decisions: dict[tuple[str, Stage], holdem.Decision] = field(default_factory=dict)
+    hole: dict[str, list[int]] = field(default_factory=dict)
+    dealer: list[int] = field(default_factory=list)
+    board: list[int] = field(default_factory=list)
+    dealt: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def stream(self) -> str:
+        """This round's ledger stream."""
+        return stream_name(self.table_id, self.round_id)
+
+    @property
+    def waiting_for(self) -> str | None:
+        """Why an open round is not settled yet, for reports."""
+        if self.status is not Status.OPEN:
+            return None
+        if self.held:
+            return f"waiting for seq {self.next_seq} (held: {sorted(self.held)})"
+        return "waiting for round.completed" if self.table else "never opened"
+
+    # -- deciding --------------------------------------------------------------------------
+
+    def receive(self, event: FeedEvent, meters: MeterReader) -> list[Fact]:
+        """The facts an incoming feed event leads to (none for a redelivery).
+
+        The facts are already applied to this round when it returns.
+        """
+        digest = fingerprint(event)
+        known = self.seen.get(event.event_id)
+        if known == digest:
+            return []
+        if known is not None:
+            reason = f"event_id {event.event_id} was already used for an event with other content"
+            return [self._record(_rejected(event, digest, reason, uses_seq=False), event)]
+        if event.seq < self.next_seq or event.seq in self.held:
+            reason = f"seq {event.seq} of round {self.round_id} is already taken by another event"
+            return [self._record(_rejected(event, digest, reason, uses_seq=False), event)]
+        if event.seq > self.next_seq:
+            held = Fact(HELD, _event_data(event, digest), f"{event.event_id}:held")
+            return [self._record(held, event)]
+        facts = [self._record(self._decide(event, digest, meters), event)]
+        while self.next_seq in self.held:
+            waiting = self.held[self.next_seq]
+            decided = self._decide(waiting, self.seen[waiting.event_id], meters)
+            facts.append(self._record(decided, waiting))
+        return facts
+
+    def _record(self, fact: Fact, event: FeedEvent) -> Fact:
+        self._apply(fact, event)
+        return fact
+
+    def _decide(self, event: FeedEvent, digest: str, meters: MeterReader) -> Fact:
+        try:
+            self._check(event)
+            if event.event_type is EventType.ROUND_COMPLETED:
+                return self._settle(event.event_id, digest, event, meters)
+            if isinstance(event, RoundVoided):
+                return self._void(event, digest)
+        except Rejection as rejection:
+            return _rejected(event, digest, str(rejection), uses_seq=True)
+        return Fact(ACCEPTED, _event_data(event, digest), f"{event.event_id}:accepted")
+
+    def _check(self, event: FeedEvent) -> None:
+        if isinstance(event, RoundOpened):
+            self._check_open(event)
+            return
+        if self.table is None:
+            raise Rejection(
+                f"round {self.round_id} on table {self.table_id} was never opened: "
+                "its first event (seq 1) must be round.opened"
+            )
+        if self.status is not Status.OPEN:
+            raise Rejection(f"round {self.round_id} is already {self.status}")
+        if isinstance(event, BetPlaced):
+            self._check_bet(event)
+        elif isinstance(event, CardsDealt):
+            self._check_cards(event)
+        elif isinstance(event, DecisionMade):
+            self._check_decision(event)
+        elif event.event_type is EventType.ROUND_COMPLETED:
+            self._check_complete()
+
+    def _check_open(self, event: RoundOpened) -> None:
+        if self.table is not None:
+            raise Rejection(f"round {self.round_id} is already open")
+        if event.seq != 1:
+            raise Rejection(
+                f"round.opened must be the round's first event (seq 1), not {event.seq}"
+            )
+        try:
+            table = holdem.load_paytable(event.payload.paytable)
+        except holdem.PayTableError as error:
+            raise Rejection(str(error)) from None
+        if table.game != event.payload.game:
+            opened = event.payload.game
+            raise Rejection(f"pay table {table.id} is for {table.game}, not {opened}")
+
+    def _check_bet(self, event: BetPlaced) -> None:
+        bet, table = event.payload, self._table
+        if self.dealt:
+            raise Rejection(f"bet {bet.bet_id} came after betting closed (cards were dealt)")
+        if bet.bet_id in self.bets:
+            raise Rejection(f"bet_id {bet.bet_id} is already used in this round")
+        spot = Spot(bet.spot)
+        if not table.offers(spot):
+            raise Rejection(f"pay table {table.id} offers no {spot} bet")
+        limit = table.limit(spot)
+        if limit is None or not limit.admits(bet.amount):
+            bounds = f"{limit.min}..{limit.max}" if limit else "none"
+            raise Rejection(f"{spot} of {bet.amount} is outside the table's limits {bounds}")
+        ante = self._ante_of(bet.player_id, bet.box)
+        if spot is Spot.ANTE and ante is not None:
+            raise Rejection(
+                f"player {bet.player_id} already has ante {ante.bet_id} on box {bet.box}"
+            )
+        if spot in _SIDE_BETS and ante is None:
+            raise Rejection(
+                f"{spot} bet {bet.bet_id} needs an ante by player {bet.player_id} on box {bet.box}"
+            )
+        if ante is not None and ante.currency != bet.currency:
+            raise Rejection(f"{spot} in {bet.currency} but its ante is in {ante.currency}")
+
+    def _check_cards(self, event: CardsDealt) -> None:
+        deal = event.payload
+        cards = [holdem.parse_card(card) for card in deal.cards]
+        for card in cards:
+            if card in self.dealt:
+                text = holdem.card_text(card)
+                raise Rejection(f"card {text} was already dealt in this round ({self.dealt[card]})")
+        have, most, who = self._hand_of(deal.target, deal.box)
+        if len(have) + len(cards) > most:
+            raise Rejection(f"{who} would hold {len(have) + len(cards)} cards; at most {most}")
+
+    def _check_decision(self, event: DecisionMade) -> None:
+        move = event.payload
+        ante = self.bets.get(move.ante_bet_id)
+        if ante is None or ante.spot is not Spot.ANTE:
+            raise Rejection(f"decision for unknown ante {move.ante_bet_id}")
+        stage, action = Stage(move.stage), Action(move.action)
+        board_size, actions = self._stage_rules(stage)
+        if len(self.board) != board_size or len(self.hole.get(ante.box, ())) != 2:
+            raise Rejection(
+                f"a {stage} decision must come after the {ante.box} hole cards with "
+                f"{board_size} board cards; the board has {len(self.board)}"
+            )
+        if action not in actions:
+            raise Rejection(f"{action} is not a {stage} action; allowed: {sorted(actions)}")
+        if (ante.bet_id, stage) in self.decisions:
+            raise Rejection(f"ante {ante.bet_id} already has a {stage} decision")
+        if self._folded(ante.bet_id, stage):
+            raise Rejection(f"ante {ante.bet_id} has folded (or did not call in time)")
+        if action in (Action.CALL, Action.BET):
+            self._check_play_wager(move.bet_id, move.amount, ante, action)
+
+    def _check_play_wager(
+        self, bet_id: str | None, amount: int | None, ante: PlacedBet, action: Action
+    ) -> None:
+        size = 2 if action is Action.CALL else 1
+        if amount != size * ante.amount:
+            raise Rejection(
+                f"a {action} must be exactly {size}x the ante {ante.amount}, got {amount}"
+            )
+        if bet_id is None or bet_id in self.bets:
+            raise Rejection(f"bet_id {bet_id} is already used in this round")
+
+    def _check_complete(self) -> None:
+        missing = []
+        if len(self.dealer) != 2:
+            missing.append(f"dealer has {len(self.dealer)} of 2")
+        if len(self.board) != 5:
+            missing.append(f"board has {len(self.board)} of 5")
+        for box in sorted({bet.box for bet in self.bets.values()}):
+            if len(self.hole.get(box, ())) != 2:
+                missing.append(f"box {box} has {len(self.hole.get(box, ()))} of 2")
+        if missing:
+            raise Rejection("round completed with cards missing: " + "; ".join(missing))
+
+    # -- settling --------------------------------------------------------------------------
+
+    def _settle(self, event_id: str, digest: str, event: FeedEvent, meters: MeterReader) -> Fact:
+        table = self._table
+        deal = holdem.Deal(
+            boxes={box: (cards[0], cards[1]) for box, cards in self.hole.items()},
+            dealer=(self.dealer[0], self.dealer[1]),
+            board=tuple(self.board),
+        )
+        results: list[dict[str, Any]] = []
+        movements: list[dict[str, Any]] = []
+        for currency, wagers, decisions in self._by_currency():
+            jackpot = any(w.spot is Spot.JACKPOT for w in wagers)
+            meter = meters(table, currency) if jackpot else None
+            settled = holdem.settle(table, deal, wagers, decisions, meter)
+            results += [_result_data(r, currency) for r in settled.results]
+            if settled.meter is not None:
+                movements.append({"currency": currency, **_movement_data(settled.meter)})
+            hands = dict(settled.hands)
+        data = {
+            **_event_data(event, digest),
+            "paytable": {"id": table.id, "version": table.version, "hash": table.content_hash},
+            "hands": hands if results else {},
+            "results": results,
+            "jackpot": movements,
+            "postings": postings(results, movements),
+        }
+        return Fact(SETTLED, data, f"{event_id}:settled")
+
+    def _void(self, event: RoundVoided, digest: str) -> Fact:
+        results: list[dict[str, Any]] = []
+        for currency, wagers, decisions in self._by_currency():
+            results += [_result_data(r, currency) for r in holdem.void(wagers, decisions).results]
+        data = {
+            **_event_data(event, digest),
+            "reason": event.payload.reason,
+            "results": results,
+            "jackpot": [],
+            "postings": postings(results, []),
+        }
+        return Fact(VOIDED, data, f"{event.event_id}:voided")
+
+    def _by_currency(self) -> Iterator[tuple[str, list[holdem.Wager], list[holdem.Decision]]]:
+        placed = [b for b in self.bets.values() if b.spot not in _PLAY_SPOT.values()]
+        for currency in sorted({b.currency for b in placed}):
+            wagers = [
+                holdem.Wager(b.bet_id, b.player_id, b.box, b.spot, b.amount)
+                for b in placed
+                if b.currency == currency
+            ]
+            antes = {w.bet_id for w in wagers if w.spot is Spot.ANTE}
+            decisions = [d for d in self.decisions.values() if d.ante_bet_id in antes]
+            yield currency, wagers, decisions
+
+    # -- applying facts --------------------------------------------------------------------
+
+    def apply(self, fact: Fact) -> None:
+        """Fold one recorded fact into the state (reading a round back from the ledger)."""
+        self._apply(fact, parse_event(json.dumps(fact.data["event"])))
+
+    def _apply(self, fact: Fact, event: FeedEvent) -> None:
+        if fact.type == HELD:
+            self.seen[event.event_id] = fact.data["fingerprint"]
+            self.held[event.seq] = event
+            return
+        self.seen.setdefault(event.event_id, fact.data["fingerprint"])
+        if fact.type == REJECTED and not fact.data["uses_seq"]:
+            return
+        self.held.pop(event.seq, None)
+        self.next_seq = event.seq + 1
+        if fact.type == ACCEPTED:
+            self._accept(event)
+        elif fact.type == SETTLED:
+            self.status = Status.SETTLED
+        elif fact.type == VOIDED:
+            self.status = Status.VOIDED
+
+    def _accept(self, event: FeedEvent) -> None:
+        if isinstance(event, RoundOpened):
+            self.table = holdem.load_paytable(event.payload.paytable)
+        elif isinstance(event, BetPlaced):
+            bet = event.payload
+            self.bets[bet.bet_id] = PlacedBet(
+                bet.bet_id, bet.player_id, bet.box, Spot(bet.spot), bet.amount, bet.currency
+            )
+        elif isinstance(event, CardsDealt):
+            have, _, who = self._hand_of(event.payload.target, event.payload.box)
+            for text in event.payload.cards:
+                card = holdem.parse_card(text)
+                have.append(card)
+                self.dealt[card] = who
+        elif isinstance(event, DecisionMade):
+            self._accept_decision(event)
+
+    def _accept_decision(self, event: DecisionMade) -> None:
+        move = event.payload
+        stage, action = Stage(move.stage), Action(move.action)
+        decision = holdem.Decision(move.ante_bet_id, stage, action, move.bet_id, move.amount)
+        self.decisions[(move.ante_bet_id, stage)] = decision
+        spot = _PLAY_SPOT.get((stage, action))
+        if spot is not None and move.bet_id is not None and move.amount is not None:
+            ante = self.bets[move.ante_bet_id]
+            self.bets[move.bet_id] = PlacedBet(
+                move.bet_id, ante.player_id, ante.box, spot, move.amount, ante.currency
+            )
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    @property
+    def _table(self) -> PayTable:
+        assert self.table is not None, "checked by _check"
+        return self.table
+
+    def _ante_of(self, player_id: str, box: str) -> PlacedBet | None:
+        return next(
+            (
+                b
+                for b in self.bets.values()
+                if b.spot is Spot.ANTE and b.player_id == player_id and b.box == box
+            ),
+            None,
+        )
+
+    def _hand_of(self, target: Target, box: str | None) -> tuple[list[int], int, str]:
+        if target is Target.PLAYER:
+            return self.hole.setdefault(box or "", []), 2, f"box {box}"
+        if target is Target.DEALER:
+            return self.dealer, 2, "the dealer"
+        if target is Target.BOARD:
+            return self.board, 5, "the board"
+        return [], 52, "the burn pile"
+
+    def _stage_rules(self, stage: Stage) -> tuple[int, set[Action]]:
+        rules = _STAGES[self._table.game].get(stage)
+        if rules is None:
+            raise Rejection(f"{self._table.game} has no {stage} decision")
+        return rules
+
+    def _folded(self, ante_bet_id: str, stage: Stage) -> bool:
+        earlier = [s for s in (Stage.PREFLOP, Stage.FLOP, Stage.TURN) if s < stage]
+        decided = [self.decisions.get((ante_bet_id, s)) for s in earlier]
+        if any(d is not None and d.action is Action.FOLD for d in decided):
+            return True
+        # Texas Hold'em Plus: no call before the flop is a fold (the timeout default).
+        needs_call = self._table.game is Game.TEXAS_HOLDEM_PLUS and stage is not Stage.PREFLOP
+        preflop = self.decisions.get((ante_bet_id, Stage.PREFLOP))
+        return needs_call and (preflop is None or preflop.action is not Action.CALL)
+
+
+def _event_data(event: FeedEvent, digest: str) -> dict[str, Any]:
+    return {"event": event.model_dump(mode="json"), "fingerprint": digest}
+
+
+def _rejected(event: FeedEvent, digest: str, reason: str, *, uses_seq: bool) -> Fact:
+    data = {**_event_data(event, digest), "reason": reason, "uses_seq": uses_seq}
+    return Fact(REJECTED, data, f"{event.event_id}:rejected:{digest}")
+
+
+def _result_data(result: holdem.BetResult, currency: str) -> dict[str, Any]:
+    return {
+        "bet_id": result.bet_id,
+        "player_id": result.player,
+        "box": result.box,
+        "spot": str(result.spot),
+        "stake": result.stake,
+        "returned": result.returned,
+        "outcome": str(result.outcome),
+        "line": result.line,
+        "currency": currency,
+    }
+
+
+def _movement_data(meter: holdem.MeterMovement) -> dict[str, int]:
+    return {
+        "before": meter.before,
+        "contributed": meter.contributed,
+        "awarded": meter.awarded,
+        "reseeded": meter.reseeded,
+        "after": meter.after,
+    }
+
+
+def postings(
+    results: list[dict[str, Any]], movements: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Balanced double-entry postings of a round, per currency (each currency sums to zero).
+
+    Stakes leave the round's escrow, players receive what is returned, the jackpot meter
+    moves by its contributions, awards and reseeds, and the house takes the difference.
+    """
+    out: list[dict[str, Any]] = []
+    for currency in sorted({r["currency"] for r in results}):
+        mine = [r for r in results if r["currency"] == currency]
+        staked = sum(r["stake"] for r in mine)
+        meter = sum(
+            m["contributed"] - m["awarded"] + m["reseeded"]
+            for m in movements
+            if m["currency"] == currency
+        )
+        players: dict[str, int] = {}
+        for r in mine:
+            players[r["player_id"]] = players.get(r["player_id"], 0) + r["returned"]
+        lines = [("escrow", -staked), *((f"player:{p}", v) for p, v in sorted(players.items()))]
+        if meter:
+            lines.append(("jackpot", meter))
+        lines.append(("house", staked - sum(players.values()) - meter))
+        out += [{"currency": currency, "account": a, "amount": v} for a, v in lines]
+    return out
