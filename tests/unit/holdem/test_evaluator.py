@@ -15,6 +15,9 @@ from math import comb
 import numpy as np
 import numpy.typing as npt
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from holdem.cards import CardError, parse_cards
 from holdem.evaluator import (
     HAND_CLASSES,
@@ -24,8 +27,6 @@ from holdem.evaluator import (
     evaluate_batch,
     hand_value,
 )
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 # --- the reference ---------------------------------------------------------------------------
 
@@ -458,9 +459,9 @@ def test_evaluate_rejects_bad_text(text: str) -> None:
 
 def test_evaluate_rejects_things_that_are_not_ids() -> None:
     with pytest.raises(CardError):
-        evaluate(["As", "Kd", "Qh", "Jc", "Ts"])  # text belongs in one string
+        evaluate(["As", "Kd", "Qh", "Jc", "Ts"])  # type: ignore[list-item]  # text is one string
     with pytest.raises(CardError):
-        evaluate([0.5, 1, 2, 3, 4])
+        evaluate([0.5, 1, 2, 3, 4])  # type: ignore[list-item]
 
 
 # --- all seven-card hands --------------------------------------------------------------------
