@@ -66,7 +66,11 @@ class Status(StrEnum):
 
 
 class Rejection(Exception):
-    """An event the round refuses; the message is the reason a person can act on."""
+    """An event the round refuses: a short ``code`` for metrics, and a reason to act on."""
+
+    def __init__(self, code: str, reason: str) -> None:
+        super().__init__(reason)
+        self.code = code
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,10 +167,16 @@ class Round:
             return []
         if known is not None:
             reason = f"event_id {event.event_id} was already used for an event with other content"
-            return [self._record(_rejected(event, digest, reason, uses_seq=False), event)]
+            return [
+                self._record(
+                    _rejected(event, digest, "reused_event_id", reason, uses_seq=False), event
+                )
+            ]
         if event.seq < self.next_seq or event.seq in self.held:
             reason = f"seq {event.seq} of round {self.round_id} is already taken by another event"
-            return [self._record(_rejected(event, digest, reason, uses_seq=False), event)]
+            return [
+                self._record(_rejected(event, digest, "seq_taken", reason, uses_seq=False), event)
+            ]
         if event.seq > self.next_seq:
             held = Fact(HELD, _event_data(event, digest), f"{event.event_id}:held")
             return [self._record(held, event)]
@@ -189,7 +199,7 @@ class Round:
             if isinstance(event, RoundVoided):
                 return self._void(event, digest)
         except Rejection as rejection:
-            return _rejected(event, digest, str(rejection), uses_seq=True)
+            return _rejected(event, digest, rejection.code, str(rejection), uses_seq=True)
         return Fact(ACCEPTED, _event_data(event, digest), f"{event.event_id}:accepted")
 
     def _check(self, event: FeedEvent) -> None:
@@ -198,11 +208,12 @@ class Round:
             return
         if self.table is None:
             raise Rejection(
+                "never_opened",
                 f"round {self.round_id} on table {self.table_id} was never opened: "
-                "its first event (seq 1) must be round.opened"
+                "its first event (seq 1) must be round.opened",
             )
         if self.status is not Status.OPEN:
-            raise Rejection(f"round {self.round_id} is already {self.status}")
+            raise Rejection("round_closed", f"round {self.round_id} is already {self.status}")
         if isinstance(event, BetPlaced):
             self._check_bet(event)
         elif isinstance(event, CardsDealt):
@@ -214,43 +225,56 @@ class Round:
 
     def _check_open(self, event: RoundOpened) -> None:
         if self.table is not None:
-            raise Rejection(f"round {self.round_id} is already open")
+            raise Rejection("already_open", f"round {self.round_id} is already open")
         if event.seq != 1:
             raise Rejection(
-                f"round.opened must be the round's first event (seq 1), not {event.seq}"
+                "open_not_first",
+                f"round.opened must be the round's first event (seq 1), not {event.seq}",
             )
         try:
             table = holdem.load_paytable(event.payload.paytable)
         except holdem.PayTableError as error:
-            raise Rejection(str(error)) from None
+            raise Rejection("unknown_paytable", str(error)) from None
         if table.game != event.payload.game:
             opened = event.payload.game
-            raise Rejection(f"pay table {table.id} is for {table.game}, not {opened}")
+            raise Rejection(
+                "paytable_game_mismatch", f"pay table {table.id} is for {table.game}, not {opened}"
+            )
 
     def _check_bet(self, event: BetPlaced) -> None:
         bet, table = event.payload, self._table
         if self.dealt:
-            raise Rejection(f"bet {bet.bet_id} came after betting closed (cards were dealt)")
+            raise Rejection(
+                "betting_closed", f"bet {bet.bet_id} came after betting closed (cards were dealt)"
+            )
         if bet.bet_id in self.bets:
-            raise Rejection(f"bet_id {bet.bet_id} is already used in this round")
+            raise Rejection(
+                "duplicate_bet_id", f"bet_id {bet.bet_id} is already used in this round"
+            )
         spot = Spot(bet.spot)
         if not table.offers(spot):
-            raise Rejection(f"pay table {table.id} offers no {spot} bet")
+            raise Rejection("spot_not_offered", f"pay table {table.id} offers no {spot} bet")
         limit = table.limit(spot)
         if limit is None or not limit.admits(bet.amount):
             bounds = f"{limit.min}..{limit.max}" if limit else "none"
-            raise Rejection(f"{spot} of {bet.amount} is outside the table's limits {bounds}")
+            raise Rejection(
+                "stake_limits", f"{spot} of {bet.amount} is outside the table's limits {bounds}"
+            )
         ante = self._ante_of(bet.player_id, bet.box)
         if spot is Spot.ANTE and ante is not None:
             raise Rejection(
-                f"player {bet.player_id} already has ante {ante.bet_id} on box {bet.box}"
+                "duplicate_ante",
+                f"player {bet.player_id} already has ante {ante.bet_id} on box {bet.box}",
             )
         if spot in _SIDE_BETS and ante is None:
             raise Rejection(
-                f"{spot} bet {bet.bet_id} needs an ante by player {bet.player_id} on box {bet.box}"
+                "side_bet_without_ante",
+                f"{spot} bet {bet.bet_id} needs an ante by player {bet.player_id} on box {bet.box}",
             )
         if ante is not None and ante.currency != bet.currency:
-            raise Rejection(f"{spot} in {bet.currency} but its ante is in {ante.currency}")
+            raise Rejection(
+                "currency_mismatch", f"{spot} in {bet.currency} but its ante is in {ante.currency}"
+            )
 
     def _check_cards(self, event: CardsDealt) -> None:
         deal = event.payload
@@ -258,29 +282,39 @@ class Round:
         for card in cards:
             if card in self.dealt:
                 text = holdem.card_text(card)
-                raise Rejection(f"card {text} was already dealt in this round ({self.dealt[card]})")
+                raise Rejection(
+                    "duplicate_card",
+                    f"card {text} was already dealt in this round ({self.dealt[card]})",
+                )
         have, most, who = self._hand_of(deal.target, deal.box)
         if len(have) + len(cards) > most:
-            raise Rejection(f"{who} would hold {len(have) + len(cards)} cards; at most {most}")
+            raise Rejection(
+                "too_many_cards", f"{who} would hold {len(have) + len(cards)} cards; at most {most}"
+            )
 
     def _check_decision(self, event: DecisionMade) -> None:
         move = event.payload
         ante = self.bets.get(move.ante_bet_id)
         if ante is None or ante.spot is not Spot.ANTE:
-            raise Rejection(f"decision for unknown ante {move.ante_bet_id}")
+            raise Rejection("unknown_ante", f"decision for unknown ante {move.ante_bet_id}")
         stage, action = Stage(move.stage), Action(move.action)
         board_size, actions = self._stage_rules(stage)
         if len(self.board) != board_size or len(self.hole.get(ante.box, ())) != 2:
             raise Rejection(
+                "wrong_stage",
                 f"a {stage} decision must come after the {ante.box} hole cards with "
-                f"{board_size} board cards; the board has {len(self.board)}"
+                f"{board_size} board cards; the board has {len(self.board)}",
             )
         if action not in actions:
-            raise Rejection(f"{action} is not a {stage} action; allowed: {sorted(actions)}")
+            raise Rejection(
+                "wrong_action", f"{action} is not a {stage} action; allowed: {sorted(actions)}"
+            )
         if (ante.bet_id, stage) in self.decisions:
-            raise Rejection(f"ante {ante.bet_id} already has a {stage} decision")
+            raise Rejection("second_decision", f"ante {ante.bet_id} already has a {stage} decision")
         if self._folded(ante.bet_id, stage):
-            raise Rejection(f"ante {ante.bet_id} has folded (or did not call in time)")
+            raise Rejection(
+                "after_fold", f"ante {ante.bet_id} has folded (or did not call in time)"
+            )
         if action in (Action.CALL, Action.BET):
             self._check_play_wager(move.bet_id, move.amount, ante, action)
 
@@ -290,10 +324,11 @@ class Round:
         size = 2 if action is Action.CALL else 1
         if amount != size * ante.amount:
             raise Rejection(
-                f"a {action} must be exactly {size}x the ante {ante.amount}, got {amount}"
+                "wrong_wager_size",
+                f"a {action} must be exactly {size}x the ante {ante.amount}, got {amount}",
             )
         if bet_id is None or bet_id in self.bets:
-            raise Rejection(f"bet_id {bet_id} is already used in this round")
+            raise Rejection("duplicate_bet_id", f"bet_id {bet_id} is already used in this round")
 
     def _check_complete(self) -> None:
         missing = []
@@ -305,7 +340,9 @@ class Round:
             if len(self.hole.get(box, ())) != 2:
                 missing.append(f"box {box} has {len(self.hole.get(box, ()))} of 2")
         if missing:
-            raise Rejection("round completed with cards missing: " + "; ".join(missing))
+            raise Rejection(
+                "cards_missing", "round completed with cards missing: " + "; ".join(missing)
+            )
 
     # -- settling --------------------------------------------------------------------------
 
@@ -442,7 +479,7 @@ class Round:
     def _stage_rules(self, stage: Stage) -> tuple[int, set[Action]]:
         rules = _STAGES[self._table.game].get(stage)
         if rules is None:
-            raise Rejection(f"{self._table.game} has no {stage} decision")
+            raise Rejection("wrong_stage", f"{self._table.game} has no {stage} decision")
         return rules
 
     def _folded(self, ante_bet_id: str, stage: Stage) -> bool:
@@ -460,8 +497,8 @@ def _event_data(event: FeedEvent, digest: str) -> dict[str, Any]:
     return {"event": event.model_dump(mode="json"), "fingerprint": digest}
 
 
-def _rejected(event: FeedEvent, digest: str, reason: str, *, uses_seq: bool) -> Fact:
-    data = {**_event_data(event, digest), "reason": reason, "uses_seq": uses_seq}
+def _rejected(event: FeedEvent, digest: str, code: str, reason: str, *, uses_seq: bool) -> Fact:
+    data = {**_event_data(event, digest), "code": code, "reason": reason, "uses_seq": uses_seq}
     return Fact(REJECTED, data, f"{event.event_id}:rejected:{digest}")
 
 
