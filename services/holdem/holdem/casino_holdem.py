@@ -144,7 +144,9 @@ def _jackpot(
 
     Lines are paid from the highest down, each on the meter left by the one before; winners
     of a line split its award equally, and the indivisible remainder stays on the meter. A
-    meter left below its seed is topped up to the seed by the house.
+    meter a line leaves below its seed is topped up to the seed by the house before the next
+    line is paid, so a straight flush in the round of a royal flush wins 10% of the seed
+    rather than 10% of the royal's remainder (nothing).
     """
     stakes = sum(w.amount for w in wagers if w.spot is Spot.JACKPOT)
     if table.jackpot is None:
@@ -158,7 +160,7 @@ def _jackpot(
     contributed = table.jackpot.contribution(stakes)
     level = meter + contributed
     awards: dict[str, BetResult] = {}
-    awarded = 0
+    awarded = reseeded = 0
     for line in ("royal_flush", "straight_flush"):
         line_winners = [w for w, won in winners if won == line]
         if not line_winners:
@@ -168,6 +170,8 @@ def _jackpot(
             awards[wager.bet_id] = result(wager, wager.amount + share, Outcome.WIN, line)
         level -= share * len(line_winners)
         awarded += share * len(line_winners)
-    reseeded = max(0, table.jackpot.seed - level) if awarded else 0
-    after = level + reseeded
+        if level < table.jackpot.seed:
+            reseeded += table.jackpot.seed - level
+            level = table.jackpot.seed
+    after = level
     return MeterMovement(meter, contributed, awarded, reseeded, after), awards
