@@ -115,17 +115,22 @@ class RecordedEvent:
 
 @dataclass(frozen=True, slots=True)
 class OutboxMessage:
-    """A message to publish once the transaction that writes it has committed."""
+    """A message to publish once the transaction that writes it has committed.
+
+    ``event_key`` names the event of the same batch the message reports; its position
+    becomes the pending message's ``position`` (the batch head when there is none).
+    """
 
     message_id: str
     exchange: str
     routing_key: str
     body: Mapping[str, Any]
+    event_key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class PendingMessage:
-    """An unpublished outbox message; ``position`` is the ledger head its batch left."""
+    """An unpublished outbox message; ``position`` is that of the event it reports."""
 
     message_id: str
     exchange: str

@@ -136,7 +136,8 @@ def plan_append(
             )
             prev_hash = digest
         current[append.stream] = version
-    return Plan(rows, _plan_outbox(outbox, existing_outbox, position), results)
+    positions = {r.key: r.position for r in results}
+    return Plan(rows, _plan_outbox(outbox, existing_outbox, positions, position), results)
 
 
 def _recorded_prefix(append: StreamAppend, existing: Mapping[str, ChainRow]) -> list[ChainRow]:
@@ -177,10 +178,12 @@ def _check_version(append: StreamAppend, known: list[ChainRow], version: int) ->
 def _plan_outbox(
     outbox: Sequence[OutboxMessage],
     existing: Mapping[str, tuple[str, str, str]],
-    position: int,
+    positions: Mapping[str, int],
+    head: int,
 ) -> list[OutboxRow]:
     planned: list[OutboxRow] = []
     for message in outbox:
+        position = positions[message.event_key] if message.event_key else head
         body = canonical_json(message.body)
         stored = existing.get(message.message_id)
         if stored is None:
