@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+
 from croupier.ledger import (
     IdempotencyConflict,
     Ledger,

@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING
 
 import asyncpg
 import pytest
+from ledger_suite import LedgerSuite, append, message, read_everything
+
 from croupier.ledger import Ledger, open_ledger
 from croupier.ledger.batch import Plan
 from croupier.ledger.postgres import PostgresLedger
-from ledger_suite import LedgerSuite, append, message, read_everything
 
 if TYPE_CHECKING:
     from croupier.ledger.postgres import Conn

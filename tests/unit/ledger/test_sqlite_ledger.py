@@ -6,9 +6,10 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from ledger_suite import LedgerSuite, append
+
 from croupier.ledger import open_ledger
 from croupier.ledger.sqlite import SqliteLedger
-from ledger_suite import LedgerSuite, append
 
 
 def _path(url: str) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
@@ -23,15 +24,26 @@ GENESIS_HASH = "0" * 64
 
 ProblemKind = Literal["changed", "removed", "inserted"]
 
-_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
-_canonical = json.JSONEncoder(
+_canonical_encoder = json.JSONEncoder(
     ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False
-).encode
+)
+# A str as a JSON string literal (ensure_ascii=False); the C function where available.
+_quote: Callable[[str], str] = json.encoder.encode_basestring
+_make_encoder = getattr(json.encoder, "c_make_encoder", None)
+# Built once: JSONEncoder.encode builds a fresh C encoder per call, which dominates the
+# cost of encoding small payloads.
+_iterencode: Callable[[Any, int], list[str]] | None = (
+    None
+    if _make_encoder is None
+    else _make_encoder(None, _canonical_encoder.default, _quote, None, ":", ",", True, False, False)
+)
 
 
 def canonical_json(value: Any) -> str:
     """Deterministic JSON text: sorted keys, no whitespace, no NaN/Infinity."""
-    return _canonical(value)
+    if _iterencode is None or isinstance(value, str | int | float | bool | None):
+        return _canonical_encoder.encode(value)
+    return "".join(_iterencode(value, 0))
 
 
 def format_timestamp(moment: datetime) -> str:
@@ -58,8 +70,8 @@ def row_hash(
     # Splicing the already-canonical data text keeps the whole array canonical JSON
     # without re-encoding the payload.
     encoded = (
-        f"[{position},{_dumps(stream)},{version},{_dumps(type_)},{data},"
-        f"{_dumps(key)},{_dumps(recorded_at)}]"
+        f"[{position},{_quote(stream)},{version},{_quote(type_)},{data},"
+        f"{_quote(key)},{_quote(recorded_at)}]"
     )
     return hashlib.sha256((prev_hash + encoded).encode()).hexdigest()
 

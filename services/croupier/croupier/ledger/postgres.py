@@ -64,7 +64,17 @@ _COLUMNS = (
     "hash",
 )
 _SELECT = f"SELECT {', '.join(_COLUMNS)} FROM events"
-_OUTBOX_COLUMNS = ("message_id", "position", "exchange", "routing_key", "body")
+# One statement per table and batch: arrays in, unnest out (no per-row round trips).
+_INSERT_EVENTS = f"""
+    INSERT INTO events ({", ".join(_COLUMNS)})
+    SELECT $1::bigint + ord - 1, stream, version, type, data, key, $7::timestamptz, prev, hash
+    FROM unnest($2::text[], $3::int[], $4::text[], $5::json[], $6::text[], $8::text[], $9::text[])
+        WITH ORDINALITY AS r(stream, version, type, data, key, prev, hash, ord)
+"""
+_INSERT_OUTBOX = """
+    INSERT INTO outbox (message_id, position, exchange, routing_key, body)
+    SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::json[])
+"""
 
 
 class PostgresLedger(Ledger):
@@ -130,14 +140,23 @@ class PostgresLedger(Ledger):
     async def _write(self, conn: Conn, plan: Plan) -> None:
         """Insert the planned rows (inside the append transaction, lock held)."""
         if plan.rows:
-            moment = datetime.fromisoformat(plan.rows[0].recorded_at)  # one per batch
-            await conn.copy_records_to_table(
-                "events",
-                records=[(*row[:6], moment, row.prev_hash, row.hash) for row in plan.rows],
-                columns=_COLUMNS,
+            _, streams, versions, types, data, keys, stamps, prev_hashes, hashes = zip(
+                *plan.rows, strict=True
+            )
+            await conn.execute(
+                _INSERT_EVENTS,
+                plan.rows[0].position,
+                streams,
+                versions,
+                types,
+                data,
+                keys,
+                datetime.fromisoformat(stamps[0]),  # one timestamp per batch
+                prev_hashes,
+                hashes,
             )
         if plan.outbox:
-            await conn.copy_records_to_table("outbox", records=plan.outbox, columns=_OUTBOX_COLUMNS)
+            await conn.execute(_INSERT_OUTBOX, *zip(*plan.outbox, strict=True))
 
     async def read_stream(self, stream: str) -> list[RecordedEvent]:
         rows = await (await self.pool()).fetch(
@@ -198,6 +217,26 @@ class PostgresLedger(Ledger):
         return [_chain_row(row) for row in rows]
 
 
+# The lookups go through LATERAL (... LIMIT 1): a subquery with LIMIT cannot be flattened
+# into a join, so each key is one index probe. A plain `= ANY($1)` or join lets a planner
+# without fresh statistics (a new or fast-growing ledger) choose a full scan per batch.
+_ROWS_BY_KEY = f"""
+    SELECT e.* FROM unnest($1::text[]) AS k(key)
+    CROSS JOIN LATERAL ({_SELECT} WHERE events.key = k.key LIMIT 1) AS e
+"""
+_VERSIONS = """
+    SELECT s.stream, (SELECT max(version) FROM events e WHERE e.stream = s.stream)
+    FROM unnest($1::text[]) AS s(stream)
+"""
+_OUTBOX_BY_ID = """
+    SELECT o.* FROM unnest($1::text[]) AS k(id)
+    CROSS JOIN LATERAL (
+        SELECT message_id, exchange, routing_key, body FROM outbox
+        WHERE outbox.message_id = k.id LIMIT 1
+    ) AS o
+"""
+
+
 def _chain_row(row: asyncpg.Record | Sequence[Any]) -> ChainRow:
     position, stream, version, type_, data, key, recorded_at, prev_hash, hash_ = row
     return ChainRow(
@@ -208,16 +247,13 @@ def _chain_row(row: asyncpg.Record | Sequence[Any]) -> ChainRow:
 async def _rows_by_key(conn: Conn, keys: list[str]) -> list[ChainRow]:
     if not keys:
         return []
-    rows = await conn.fetch(f"{_SELECT} WHERE key = ANY($1::text[])", keys)
+    rows = await conn.fetch(_ROWS_BY_KEY, keys)
     return [_chain_row(row) for row in rows]
 
 
 async def _versions(conn: Conn, streams: list[str]) -> dict[str, int]:
-    rows = await conn.fetch(
-        "SELECT stream, max(version) FROM events WHERE stream = ANY($1::text[]) GROUP BY stream",
-        streams,
-    )
-    return {row[0]: row[1] for row in rows}
+    rows = await conn.fetch(_VERSIONS, streams)
+    return {row[0]: row[1] for row in rows if row[1] is not None}
 
 
 async def _head(conn: Conn) -> tuple[int, str]:
@@ -228,9 +264,5 @@ async def _head(conn: Conn) -> tuple[int, str]:
 async def _outbox_by_id(conn: Conn, ids: list[str]) -> dict[str, tuple[str, str, str]]:
     if not ids:
         return {}
-    rows = await conn.fetch(
-        "SELECT message_id, exchange, routing_key, body FROM outbox "
-        "WHERE message_id = ANY($1::text[])",
-        ids,
-    )
+    rows = await conn.fetch(_OUTBOX_BY_ID, ids)
     return {row[0]: (row[1], row[2], row[3]) for row in rows}
