@@ -395,6 +395,13 @@ class LedgerSuite:
         await ledger.mark_published([])
         assert [m.message_id for m in await ledger.pending_outbox()] == ["m2", "m3", "m4"]
 
+    async def test_outbox_message_carries_the_position_of_its_event(self, ledger: Ledger) -> None:
+        await ledger.append([append("s", 0, 2)])
+        settled = event("round:1:settled", "round.settled")
+        report = OutboxMessage("m1", "croupier.settlements", "EUR.p1", {}, settled.key)
+        await ledger.append([StreamAppend("round:1", 0, [settled]), append("t", 0, 3)], [report])
+        assert [m.position for m in await ledger.pending_outbox()] == [3]
+
     async def test_outbox_alone_is_stamped_with_the_head(self, ledger: Ledger) -> None:
         await ledger.append([append("s", 0, 2)])
         await ledger.append([], [message("m1")])
