@@ -1,0 +1,128 @@
+"""Replay: settle a recorded feed (JSONL) through the same settler the live service runs."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TextIO
+
+import structlog
+
+from croupier.contract import Rejection
+from croupier.ledger import Ledger
+from croupier.round import SETTLED, VOIDED, Status
+from croupier.settler import BatchReport, Handled, Inbound, Settler
+
+log = structlog.get_logger("croupier.replay")
+
+
+@dataclass
+class ReplaySummary:
+    """What a replay did: rounds by status, rejections by reason, money per currency."""
+
+    settled: int = 0
+    voided: int = 0
+    open: dict[str, str] = field(default_factory=dict)
+    rejected: Counter[str] = field(default_factory=Counter)
+    events: int = 0
+    duplicates: int = 0
+    wagered: Counter[str] = field(default_factory=Counter)
+    returned: Counter[str] = field(default_factory=Counter)
+
+    def render(self) -> str:
+        """The summary as a few lines of text."""
+        lines = [
+            f"events read      {self.events:>12,}  (duplicates ignored: {self.duplicates:,})",
+            f"rounds settled   {self.settled:>12,}",
+            f"rounds voided    {self.voided:>12,}",
+            f"rounds open      {len(self.open):>12,}",
+        ]
+        lines += [f"  open {name}: {why}" for name, why in sorted(self.open.items())[:20]]
+        lines.append(f"events rejected  {sum(self.rejected.values()):>12,}")
+        lines += [f"  {code:<24}{n:>10,}" for code, n in self.rejected.most_common()]
+        for currency in sorted(self.wagered):
+            wagered, returned = self.wagered[currency], self.returned[currency]
+            lines.append(
+                f"{currency}  wagered {wagered:>16,}  returned {returned:>16,}  "
+                f"hold {wagered - returned:>14,}"
+            )
+        return "\n".join(lines)
+
+
+async def replay(
+    lines: Iterable[bytes],
+    ledger: Ledger,
+    results: TextIO,
+    rejections: TextIO,
+    *,
+    batch_size: int = 2000,
+) -> ReplaySummary:
+    """Settle every line; write results and rejections; return the summary."""
+    settler = Settler(ledger, cache_rounds=10**9)
+    summary = ReplaySummary()
+    held_lines: dict[str, int] = {}
+    batch: list[Inbound] = []
+
+    async def flush() -> None:
+        report = await settler.handle(batch)
+        _record(report, summary, results, rejections, held_lines)
+        batch.clear()
+
+    for number, line in enumerate(lines, start=1):
+        summary.events += 1
+        batch.append(Inbound(line.rstrip(b"\r\n"), number))
+        if len(batch) >= batch_size:
+            await flush()
+    if batch:
+        await flush()
+    _record(await settler.reject_unopened(), summary, results, rejections, held_lines)
+    summary.open = {
+        state.stream: state.waiting_for or ""
+        for state in settler.rounds
+        if state.status is Status.OPEN
+    }
+    return summary
+
+
+def _record(
+    report: BatchReport,
+    summary: ReplaySummary,
+    results: TextIO,
+    rejections: TextIO,
+    held_lines: dict[str, int],
+) -> None:
+    for handled in report.handled:
+        _count(handled, summary, rejections, held_lines)
+    for closed in report.closed:
+        summary.settled += closed.type == SETTLED
+        summary.voided += closed.type == VOIDED
+    for result in report.results:
+        summary.wagered[result.currency] += result.stake_total
+        summary.returned[result.currency] += result.returned_total
+        results.write(result.model_dump_json() + "\n")
+
+
+def _count(
+    handled: Handled, summary: ReplaySummary, rejections: TextIO, held_lines: dict[str, int]
+) -> None:
+    if handled.verdict == "duplicate":
+        summary.duplicates += 1
+    elif handled.verdict == "held" and handled.event_id:
+        held_lines[handled.event_id] = handled.ref
+    elif handled.verdict == "rejected":
+        line = handled.ref or held_lines.get(handled.event_id or "", 0)
+        summary.rejected[handled.code or "unknown"] += 1
+        rejection = Rejection(
+            line=max(line, 1), event_id=handled.event_id, reason=handled.reason or ""
+        )
+        rejections.write(json.dumps(rejection.model_dump(mode="json")) + "\n")
+        log.info(
+            "event rejected",
+            line=line,
+            event_id=handled.event_id,
+            table_id=handled.table_id,
+            round_id=handled.round_id,
+            code=handled.code,
+        )

@@ -1,0 +1,310 @@
+"""The settler: feed messages in, ledger facts and wallet messages out, one batch at a time.
+
+Replay and the live consumer both hand their messages here, so a recorded feed settles
+through exactly the code the service runs. A batch is one ledger transaction: every round
+it touches is appended under optimistic concurrency with its settlement results in the
+outbox, or nothing is. After a failed append the settler forgets what it cached and reads
+the rounds back from the ledger, so a retry decides the same way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Final
+
+from croupier.contract import (
+    BetPlaced,
+    ContractError,
+    FeedEvent,
+    RoundOpened,
+    SettlementResult,
+    parse_event,
+)
+from croupier.ledger import Ledger, NewEvent, OutboxMessage, RecordedEvent, StreamAppend
+from croupier.round import HELD, REJECTED, SETTLED, VOIDED, Fact, Round, stream_name
+from holdem import PayTable
+
+SETTLEMENTS_EXCHANGE: Final = "croupier.settlements"
+REJECTIONS_STREAM: Final = "rejections"
+METER_MOVED: Final = "jackpot.meter_moved"
+_RESULT_NAMESPACE: Final = uuid.UUID("5f0c1c1e-6a4d-4f51-9d7e-4b8f0e0d2a61")
+
+
+@dataclass(frozen=True, slots=True)
+class Inbound:
+    """One feed message: its raw body and the caller's reference (line or delivery tag)."""
+
+    body: bytes
+    ref: int
+
+
+@dataclass(frozen=True, slots=True)
+class Handled:
+    """What became of one message: ``accepted``, ``held``, ``duplicate`` or ``rejected``."""
+
+    ref: int
+    verdict: str
+    event_id: str | None = None
+    table_id: str | None = None
+    round_id: str | None = None
+    event_type: str | None = None
+    code: str | None = None
+    reason: str | None = None
+
+
+@dataclass
+class BatchReport:
+    """The outcome of one batch, after its ledger transaction committed."""
+
+    handled: list[Handled] = field(default_factory=list)
+    closed: list[RecordedEvent] = field(default_factory=list)
+    results: list[SettlementResult] = field(default_factory=list)
+
+
+def message_id(table_id: str, round_id: str, player_id: str, currency: str) -> str:
+    """The stable id of a player's settlement result: wallets deduplicate on it."""
+    return str(uuid.uuid5(_RESULT_NAMESPACE, f"{table_id}/{round_id}/{player_id}/{currency}"))
+
+
+def settlement_results(closed: Mapping[str, Any], position: int) -> list[SettlementResult]:
+    """One result per player and currency from a ``round.settled`` or ``round.voided`` fact."""
+    event = closed["event"]
+    table_id, round_id = event["table_id"], event["round_id"]
+    by_owner: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for line in closed["results"]:
+        by_owner.setdefault((line["player_id"], line["currency"]), []).append(line)
+    return [
+        SettlementResult.model_validate(
+            {
+                "message_id": message_id(table_id, round_id, player, currency),
+                "table_id": table_id,
+                "round_id": round_id,
+                "player_id": player,
+                "currency": currency,
+                "bets": [
+                    {k: line[k] for k in ("bet_id", "spot", "stake", "returned", "outcome")}
+                    for line in lines
+                ],
+                "stake_total": sum(line["stake"] for line in lines),
+                "returned_total": sum(line["returned"] for line in lines),
+                "ledger_position": position,
+            },
+            strict=False,
+        )
+        for (player, currency), lines in by_owner.items()
+    ]
+
+
+def routing_key(result: SettlementResult) -> str:
+    """``<currency>.<player_id>``, the settlement exchange's routing key."""
+    return f"{result.currency}.{result.player_id}"
+
+
+class Settler:
+    """Decides feed messages into ledger facts, one transaction per batch."""
+
+    def __init__(self, ledger: Ledger, *, cache_rounds: int = 50_000) -> None:
+        self.ledger = ledger
+        self._rounds: OrderedDict[str, tuple[Round, int]] = OrderedDict()
+        self._meters: dict[str, tuple[int, int]] = {}
+        self._cache_rounds = cache_rounds
+
+    @property
+    def rounds(self) -> list[Round]:
+        """The rounds in memory (recently touched ones)."""
+        return [state for state, _ in self._rounds.values()]
+
+    async def handle(self, batch: Sequence[Inbound]) -> BatchReport:
+        """Decide and record a batch; returns once its facts are committed."""
+        work = _Batch()
+        try:
+            for message in batch:
+                work.report.handled += await self._decide(message, work)
+            await self._commit(work)
+        except BaseException:
+            self.forget()
+            raise
+        for stream, (state, _) in work.rounds.items():
+            self._remember(stream, state, work.versions[stream])
+        for key, level in work.meters.items():
+            self._meters[key] = (level, work.versions[key])
+        return work.report
+
+    async def reject_unopened(self) -> BatchReport:
+        """At the end of a recorded feed: reject what waits for a round that never opened."""
+        work = _Batch()
+        for stream, (state, version) in list(self._rounds.items()):
+            if state.table is not None or not state.held:
+                continue
+            work.rounds[stream] = (state, version)
+            work.versions[stream] = version
+            for fact in state.abandon():
+                work.add(stream, fact)
+                work.report.handled.append(_handled_fact(fact))
+        await self._commit(work)
+        return work.report
+
+    def forget(self) -> None:
+        """Drop cached rounds and meters; they are read back from the ledger when needed."""
+        self._rounds.clear()
+        self._meters.clear()
+
+    # -- deciding --------------------------------------------------------------------------
+
+    async def _decide(self, message: Inbound, work: _Batch) -> list[Handled]:
+        """What became of the message, then of any held events it released."""
+        try:
+            event = parse_event(message.body)
+        except ContractError as error:
+            fact = _contract_rejection(message.body, error)
+            work.add(REJECTIONS_STREAM, fact, expected=None)
+            return [
+                Handled(message.ref, "rejected", error.event_id, code="contract", reason=str(error))
+            ]
+        stream = stream_name(event.table_id, event.round_id)
+        state = await self._round(stream, event.table_id, event.round_id, work)
+        await self._load_meters(state, event)
+        facts = state.receive(event, lambda table, currency: self._meter(table, currency, work))
+        for fact in facts:
+            work.add(stream, fact)
+            if fact.type in (SETTLED, VOIDED):
+                self._record_meters(fact, work)
+                self._record_results(fact, work)
+        if not facts:
+            return [
+                Handled(message.ref, "duplicate", event.event_id, event.table_id, event.round_id)
+            ]
+        handled = [_handled_fact(fact) for fact in facts]
+        handled[0] = replace(handled[0], ref=message.ref)
+        return handled
+
+    async def _round(self, stream: str, table_id: str, round_id: str, work: _Batch) -> Round:
+        if stream in work.rounds:
+            return work.rounds[stream][0]
+        cached = self._rounds.get(stream)
+        if cached is None:
+            state = Round(table_id, round_id)
+            recorded = await self.ledger.read_stream(stream)
+            for record in recorded:
+                state.apply(Fact(record.type, record.data, record.key))
+            cached = (state, len(recorded))
+        work.rounds[stream] = cached
+        work.versions[stream] = cached[1]
+        return cached[0]
+
+    def _remember(self, stream: str, state: Round, version: int) -> None:
+        self._rounds[stream] = (state, version)
+        self._rounds.move_to_end(stream)
+        while len(self._rounds) > self._cache_rounds:
+            self._rounds.popitem(last=False)
+
+    # -- jackpot meters --------------------------------------------------------------------
+
+    async def _load_meters(self, state: Round, event: FeedEvent) -> None:
+        """Read the meters a settlement of this round could need, before deciding."""
+        table = state.table
+        if isinstance(event, RoundOpened) or table is None or table.jackpot is None:
+            return
+        currencies = {bet.currency for bet in state.bets.values()}
+        for waiting in [event, *state.held.values()]:
+            if isinstance(waiting, BetPlaced):
+                currencies.add(waiting.payload.currency)
+        for currency in currencies:
+            key = meter_stream(table.id, currency)
+            if key not in self._meters:
+                self._meters[key] = await self._read_meter(key, table.jackpot.seed)
+
+    async def _read_meter(self, stream: str, seed: int) -> tuple[int, int]:
+        recorded = await self.ledger.read_stream(stream)
+        return (recorded[-1].data["after"], len(recorded)) if recorded else (seed, 0)
+
+    def _meter(self, table: PayTable, currency: str, work: _Batch) -> int:
+        key = meter_stream(table.id, currency)
+        return work.meters[key] if key in work.meters else self._meters[key][0]
+
+    def _record_meters(self, fact: Fact, work: _Batch) -> None:
+        for movement in fact.data["jackpot"]:
+            key = meter_stream(fact.data["paytable"]["id"], movement["currency"])
+            work.versions.setdefault(key, self._meters[key][1])
+            work.meters[key] = movement["after"]
+            moved = Fact(METER_MOVED, {**movement, "settlement": fact.key}, f"{fact.key}:{key}")
+            work.add(key, moved)
+
+    def _record_results(self, fact: Fact, work: _Batch) -> None:
+        for result in settlement_results(fact.data, position=0):
+            body = result.model_dump(mode="json", exclude={"ledger_position"})
+            work.outbox.append(
+                OutboxMessage(
+                    result.message_id, SETTLEMENTS_EXCHANGE, routing_key(result), body, fact.key
+                )
+            )
+
+    # -- committing ------------------------------------------------------------------------
+
+    async def _commit(self, work: _Batch) -> None:
+        if not work.appends:
+            return
+        appends = [
+            StreamAppend(stream, work.expected.get(stream), events)
+            for stream, events in work.appends.items()
+        ]
+        recorded = await self.ledger.append(appends, work.outbox)
+        closed = [r for r in recorded if r.type in (SETTLED, VOIDED)]
+        work.report.closed = closed
+        work.report.results = [
+            result for r in closed for result in settlement_results(r.data, r.position)
+        ]
+
+
+def meter_stream(paytable_id: str, currency: str) -> str:
+    """The ledger stream of a jackpot meter."""
+    return f"jackpot:{paytable_id}:{currency}"
+
+
+@dataclass
+class _Batch:
+    report: BatchReport = field(default_factory=BatchReport)
+    rounds: dict[str, tuple[Round, int]] = field(default_factory=dict)
+    versions: dict[str, int] = field(default_factory=dict)
+    meters: dict[str, int] = field(default_factory=dict)
+    appends: dict[str, list[NewEvent]] = field(default_factory=dict)
+    expected: dict[str, int | None] = field(default_factory=dict)
+    outbox: list[OutboxMessage] = field(default_factory=list)
+
+    def add(self, stream: str, fact: Fact, *, expected: int | None = -1) -> None:
+        if stream not in self.appends:
+            self.appends[stream] = []
+            self.expected[stream] = self.versions.get(stream, 0) if expected == -1 else expected
+        self.appends[stream].append(NewEvent(fact.type, fact.data, fact.key))
+        if stream in self.versions:
+            self.versions[stream] += 1
+
+
+def _handled_fact(fact: Fact) -> Handled:
+    verdict = {HELD: "held", REJECTED: "rejected"}.get(fact.type, "accepted")
+    event = fact.data["event"]
+    return Handled(
+        0,
+        verdict,
+        event["event_id"],
+        event["table_id"],
+        event["round_id"],
+        event["event_type"],
+        fact.data.get("code"),
+        fact.data.get("reason"),
+    )
+
+
+def _contract_rejection(body: bytes, error: ContractError) -> Fact:
+    digest = hashlib.sha256(body).hexdigest()
+    data = {
+        "raw": body.decode("utf-8", errors="replace"),
+        "event_id": error.event_id,
+        "code": "contract",
+        "reason": str(error),
+    }
+    return Fact(REJECTED, data, f"raw:{digest}")
