@@ -187,6 +187,19 @@ class Round:
             facts.append(self._record(decided, waiting))
         return facts
 
+    def abandon(self) -> list[Fact]:
+        """Reject what a round that never opened holds (its feed ended without seq 1)."""
+        reason = (
+            f"round {self.round_id} on table {self.table_id} was never opened: "
+            "no round.opened (seq 1) arrived"
+        )
+        return [
+            self._record(
+                _rejected(e, self.seen[e.event_id], "never_opened", reason, uses_seq=False), e
+            )
+            for e in [self.held[seq] for seq in sorted(self.held)]
+        ]
+
     def _record(self, fact: Fact, event: FeedEvent) -> Fact:
         self._apply(fact, event)
         return fact
@@ -200,7 +213,10 @@ class Round:
                 return self._void(event, digest)
         except Rejection as rejection:
             return _rejected(event, digest, rejection.code, str(rejection), uses_seq=True)
-        return Fact(ACCEPTED, _event_data(event, digest), f"{event.event_id}:accepted")
+        data = _event_data(event, digest)
+        if isinstance(event, RoundOpened):
+            data["paytable"] = _paytable_data(holdem.load_paytable(event.payload.paytable))
+        return Fact(ACCEPTED, data, f"{event.event_id}:accepted")
 
     def _check(self, event: FeedEvent) -> None:
         if isinstance(event, RoundOpened):
@@ -336,7 +352,7 @@ class Round:
             missing.append(f"dealer has {len(self.dealer)} of 2")
         if len(self.board) != 5:
             missing.append(f"board has {len(self.board)} of 5")
-        for box in sorted({bet.box for bet in self.bets.values()}):
+        for box in sorted({bet.box for bet in self.bets.values()} | set(self.hole)):
             if len(self.hole.get(box, ())) != 2:
                 missing.append(f"box {box} has {len(self.hole.get(box, ()))} of 2")
         if missing:
@@ -365,7 +381,7 @@ class Round:
             hands = dict(settled.hands)
         data = {
             **_event_data(event, digest),
-            "paytable": {"id": table.id, "version": table.version, "hash": table.content_hash},
+            "paytable": _paytable_data(table),
             "hands": hands if results else {},
             "results": results,
             "jackpot": movements,
@@ -377,8 +393,10 @@ class Round:
         results: list[dict[str, Any]] = []
         for currency, wagers, decisions in self._by_currency():
             results += [_result_data(r, currency) for r in holdem.void(wagers, decisions).results]
+        table = self._table
         data = {
             **_event_data(event, digest),
+            "paytable": _paytable_data(table),
             "reason": event.payload.reason,
             "results": results,
             "jackpot": [],
@@ -411,10 +429,15 @@ class Round:
             return
         self.seen.setdefault(event.event_id, fact.data["fingerprint"])
         if fact.type == REJECTED and not fact.data["uses_seq"]:
+            if self.held.get(event.seq) == event:
+                del self.held[event.seq]
             return
         self.held.pop(event.seq, None)
         self.next_seq = event.seq + 1
-        if fact.type == ACCEPTED:
+        if fact.type == ACCEPTED and isinstance(event, RoundOpened):
+            paytable = fact.data["paytable"]
+            self.table = holdem.load_paytable(paytable["id"], paytable["version"])
+        elif fact.type == ACCEPTED:
             self._accept(event)
         elif fact.type == SETTLED:
             self.status = Status.SETTLED
@@ -422,14 +445,14 @@ class Round:
             self.status = Status.VOIDED
 
     def _accept(self, event: FeedEvent) -> None:
-        if isinstance(event, RoundOpened):
-            self.table = holdem.load_paytable(event.payload.paytable)
-        elif isinstance(event, BetPlaced):
+        if isinstance(event, BetPlaced):
             bet = event.payload
             self.bets[bet.bet_id] = PlacedBet(
                 bet.bet_id, bet.player_id, bet.box, Spot(bet.spot), bet.amount, bet.currency
             )
         elif isinstance(event, CardsDealt):
+            if event.payload.target is Target.PLAYER:
+                self.hole.setdefault(event.payload.box or "", [])
             have, _, who = self._hand_of(event.payload.target, event.payload.box)
             for text in event.payload.cards:
                 card = holdem.parse_card(text)
@@ -469,7 +492,7 @@ class Round:
 
     def _hand_of(self, target: Target, box: str | None) -> tuple[list[int], int, str]:
         if target is Target.PLAYER:
-            return self.hole.setdefault(box or "", []), 2, f"box {box}"
+            return self.hole.get(box or "", []), 2, f"box {box}"
         if target is Target.DEALER:
             return self.dealer, 2, "the dealer"
         if target is Target.BOARD:
@@ -491,6 +514,10 @@ class Round:
         needs_call = self._table.game is Game.TEXAS_HOLDEM_PLUS and stage is not Stage.PREFLOP
         preflop = self.decisions.get((ante_bet_id, Stage.PREFLOP))
         return needs_call and (preflop is None or preflop.action is not Action.CALL)
+
+
+def _paytable_data(table: PayTable) -> dict[str, Any]:
+    return {"id": table.id, "version": table.version, "hash": table.content_hash}
 
 
 def _event_data(event: FeedEvent, digest: str) -> dict[str, Any]:

@@ -1,0 +1,110 @@
+"""The in-process bus: the embedded default, behind the same port as RabbitMQ."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+
+from croupier.bus import Bus, DeadLetter, Delivery, Outgoing, Unroutable
+
+Subscriber = Callable[[Outgoing], None]
+
+
+def topic_matches(pattern: str, routing_key: str) -> bool:
+    """AMQP topic matching: ``*`` is one word, ``#`` is zero or more words."""
+    return _match(pattern.split("."), routing_key.split("."))
+
+
+def _match(pattern: list[str], words: list[str]) -> bool:
+    if not pattern:
+        return not words
+    if pattern[0] == "#":
+        return _match(pattern[1:], words) or (bool(words) and _match(pattern, words[1:]))
+    return bool(words) and pattern[0] in ("*", words[0]) and _match(pattern[1:], words[1:])
+
+
+class MemoryBus(Bus):
+    """Feed deliveries from an asyncio queue; settlement results to in-process subscribers.
+
+    Unacknowledged deliveries stay pending (``unacked``) like a broker's; results whose
+    routing key no subscriber binds are refused as unroutable, like ``mandatory`` publishes.
+    """
+
+    def __init__(self) -> None:
+        self._queue: asyncio.Queue[Delivery] = asyncio.Queue()
+        self._tags = 0
+        self._consuming = False
+        self._bindings: list[tuple[str, Subscriber]] = []
+        self.unacked: dict[int, Delivery] = {}
+        self.dead_letters: list[DeadLetter] = []
+        self.published = 0
+
+    # -- the studio side -------------------------------------------------------------------
+
+    async def publish_feed(self, routing_key: str, body: bytes, message_id: str | None) -> None:
+        """What the studio publishes to ``studio.feed``."""
+        self._tags += 1
+        await self._queue.put(Delivery(body, self._tags, routing_key, message_id))
+
+    def subscribe(self, pattern: str, subscriber: Subscriber) -> None:
+        """Bind a settlement subscriber (a wallet) to a routing pattern."""
+        self._bindings.append((pattern, subscriber))
+
+    @property
+    def backlog(self) -> int:
+        """Deliveries not yet taken by the consumer."""
+        return self._queue.qsize()
+
+    # -- the port --------------------------------------------------------------------------
+
+    async def connect(self) -> None:
+        self._consuming = True
+
+    async def close(self) -> None:
+        self._consuming = False
+
+    @property
+    def connected(self) -> bool:
+        return True
+
+    @property
+    def attached(self) -> bool:
+        return self._consuming
+
+    async def stop_consuming(self) -> None:
+        self._consuming = False
+
+    async def next_batch(self, max_messages: int, linger: float) -> list[Delivery]:
+        batch = [await self._queue.get()]
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + linger
+        while len(batch) < max_messages:
+            if self._queue.empty():
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    break
+                try:
+                    batch.append(await asyncio.wait_for(self._queue.get(), remaining))
+                except TimeoutError:
+                    break
+                continue
+            batch.append(self._queue.get_nowait())
+        self.unacked.update((d.tag, d) for d in batch)
+        return batch
+
+    async def finish_batch(self, batch: Sequence[Delivery], dead: Sequence[DeadLetter]) -> None:
+        self.dead_letters.extend(dead)
+        for delivery in batch:
+            self.unacked.pop(delivery.tag, None)
+
+    async def publish(self, messages: Sequence[Outgoing]) -> None:
+        unrouted = []
+        for message in messages:
+            targets = [s for p, s in self._bindings if topic_matches(p, message.routing_key)]
+            if not targets:
+                unrouted.append(message.message_id)
+            for subscriber in targets:
+                subscriber(message)
+            self.published += bool(targets)
+        if unrouted:
+            raise Unroutable(unrouted)

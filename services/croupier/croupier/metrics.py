@@ -1,0 +1,89 @@
+"""Prometheus metrics: what was consumed, rejected, settled, wagered and returned.
+
+Hold is ``wagered - returned``; RTP is ``returned / wagered``. Both are derived in PromQL
+(deploy/prometheus/rules.yml) from the counters below, per game, pay table, spot and
+currency, and compared with the theoretical RTP of each pay table's PAR sheet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from holdem import load_paytable
+
+
+class Metrics:
+    """The service's metrics, on a registry of their own (tests get a fresh one each)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.consumed = Counter(
+            "croupier_events_consumed", "Feed messages consumed", ["event_type"], registry=r
+        )
+        self.rejected = Counter(
+            "croupier_events_rejected", "Feed messages rejected, by reason", ["code"], registry=r
+        )
+        self.dead_lettered = Counter(
+            "croupier_dead_lettered", "Messages sent to the dead-letter queue", ["code"], registry=r
+        )
+        self.rounds = Counter(
+            "croupier_rounds_closed",
+            "Rounds settled or voided",
+            ["game", "paytable", "status"],
+            registry=r,
+        )
+        labels = ["game", "paytable", "spot", "currency"]
+        self.wagered = Counter(
+            "croupier_wagered_minor_units", "Amount staked, in minor units", labels, registry=r
+        )
+        self.returned = Counter(
+            "croupier_returned_minor_units",
+            "Amount returned to players (stake + win), in minor units",
+            labels,
+            registry=r,
+        )
+        self.latency = Histogram(
+            "croupier_settlement_latency_seconds",
+            "From a round.completed delivery to the commit of its settlement",
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10),
+            registry=r,
+        )
+        self.batch_size = Histogram(
+            "croupier_batch_messages",
+            "Feed messages per ledger transaction",
+            buckets=(1, 10, 50, 100, 250, 500, 1000, 2000),
+            registry=r,
+        )
+        self.outbox_backlog = Gauge(
+            "croupier_outbox_backlog", "Settlement results not yet confirmed", registry=r
+        )
+        self.published = Counter(
+            "croupier_results_published", "Settlement results confirmed by the broker", registry=r
+        )
+        self.unroutable = Counter(
+            "croupier_results_unroutable",
+            "Settlement results the broker could not route",
+            registry=r,
+        )
+        self.ready = Gauge("croupier_ready", "1 when the service is ready", registry=r)
+        self.theoretical_rtp = Gauge(
+            "croupier_theoretical_rtp",
+            "RTP of the main game under best strategy, from the pay table's PAR sheet",
+            ["game", "paytable"],
+            registry=r,
+        )
+
+    def observe_closed(self, facts: Iterable[Mapping[str, Any]], status: str) -> None:
+        """Count a settled or voided round's wagers and returns."""
+        for data in facts:
+            table = data["paytable"]["id"]
+            game = str(load_paytable(table).game)
+            self.rounds.labels(game, table, status).inc()
+            for line in data["results"]:
+                labels = (game, table, line["spot"], line["currency"])
+                self.wagered.labels(*labels).inc(line["stake"])
+                self.returned.labels(*labels).inc(line["returned"])
