@@ -26,7 +26,7 @@ from croupier.contract import (
 )
 from croupier.ledger import Ledger, NewEvent, OutboxMessage, RecordedEvent, StreamAppend
 from croupier.round import HELD, REJECTED, SETTLED, VOIDED, Fact, Round, stream_name
-from holdem import PayTable
+from holdem import PayTable, PayTableError, load_paytable
 
 SETTLEMENTS_EXCHANGE: Final = "croupier.settlements"
 REJECTIONS_STREAM: Final = "rejections"
@@ -207,7 +207,15 @@ class Settler:
     async def _load_meters(self, state: Round, event: FeedEvent) -> None:
         """Read the meters a settlement of this round could need, before deciding."""
         table = state.table
-        if isinstance(event, RoundOpened) or table is None or table.jackpot is None:
+        if isinstance(event, RoundOpened):
+            if table is not None or not state.held:
+                return
+            # The opening releases the held events, and a held completion settles at once.
+            try:
+                table = load_paytable(event.payload.paytable)
+            except PayTableError:
+                return
+        if table is None or table.jackpot is None:
             return
         currencies = {bet.currency for bet in state.bets.values()}
         for waiting in [event, *state.held.values()]:
