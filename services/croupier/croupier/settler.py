@@ -148,6 +148,15 @@ class Settler:
         await self._commit(work)
         return work.report
 
+    async def quarantine(self, message: Inbound, error: BaseException) -> Handled:
+        """Keep a message that settlement itself fails on, with the error, in the ledger."""
+        self.forget()
+        reason = f"settlement failed on this message: {error!r}"
+        fact = _raw_rejection(message.body, "poison", reason, None)
+        event = NewEvent(fact.type, fact.data, fact.key)
+        await self.ledger.append([StreamAppend(REJECTIONS_STREAM, None, [event])])
+        return Handled(message.ref, "rejected", code="poison", reason=reason)
+
     def forget(self) -> None:
         """Drop cached rounds and meters; they are read back from the ledger when needed."""
         self._rounds.clear()
@@ -160,7 +169,7 @@ class Settler:
         try:
             event = parse_event(message.body)
         except ContractError as error:
-            fact = _contract_rejection(message.body, error)
+            fact = _raw_rejection(message.body, "contract", str(error), error.event_id)
             work.add(REJECTIONS_STREAM, fact, expected=None)
             return [
                 Handled(message.ref, "rejected", error.event_id, code="contract", reason=str(error))
@@ -307,12 +316,12 @@ def _handled_fact(fact: Fact) -> Handled:
     )
 
 
-def _contract_rejection(body: bytes, error: ContractError) -> Fact:
+def _raw_rejection(body: bytes, code: str, reason: str, event_id: str | None) -> Fact:
     digest = hashlib.sha256(body).hexdigest()
     data = {
         "raw": body.decode("utf-8", errors="replace"),
-        "event_id": error.event_id,
-        "code": "contract",
-        "reason": str(error),
+        "event_id": event_id,
+        "code": code,
+        "reason": reason,
     }
-    return Fact(REJECTED, data, f"raw:{digest}")
+    return Fact(REJECTED, data, f"{code}:{digest}")

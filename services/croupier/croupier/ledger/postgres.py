@@ -23,6 +23,7 @@ import json
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeAlias
+from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
@@ -266,3 +267,23 @@ async def _outbox_by_id(conn: Conn, ids: list[str]) -> dict[str, tuple[str, str,
         return {}
     rows = await conn.fetch(_OUTBOX_BY_ID, ids)
     return {row[0]: (row[1], row[2], row[3]) for row in rows}
+
+
+async def create_database_if_missing(url: str) -> bool:
+    """Create the database ``url`` names if it does not exist; True when it was created.
+
+    Connects to the server's ``postgres`` database with the same credentials, so the role
+    needs CREATEDB (as a local superuser has).
+    """
+    parts = urlsplit(url)
+    name = parts.path.lstrip("/")
+    if not name or not name.replace("_", "").replace("-", "").isalnum():
+        raise ValueError(f"cannot create database {name!r} from {url!r}")
+    admin = await asyncpg.connect(urlunsplit(parts._replace(path="/postgres")))
+    try:
+        if await admin.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", name):
+            return False
+        await admin.execute(f'CREATE DATABASE "{name}"')
+        return True
+    finally:
+        await admin.close()

@@ -1,0 +1,178 @@
+"""The feed consumer: deliveries in batches, one ledger transaction each, then one ack.
+
+Guarantees:
+- A delivery is acknowledged only after the ledger commit that covers it (at-least-once in,
+  exactly-once in the ledger thanks to idempotent appends).
+- Batches are processed one after another from a single-active-consumer queue, so prefetch
+  never turns into concurrent reordering: each table's events keep their order.
+- Rejected input is recorded in the ledger, then dead-lettered with its reason; the consumer
+  goes on. A message that makes settlement itself fail is isolated, quarantined the same
+  way, and never blocks the queue.
+- Transient faults (database or broker down) back off and retry without acking; readiness
+  is false meanwhile. Nothing is lost: unacked deliveries stay with the broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from typing import Final
+
+import asyncpg
+import structlog
+
+from croupier.bus import BusError, DeadLetter, Delivery, FeedSource
+from croupier.ledger import VersionConflict
+from croupier.metrics import Metrics
+from croupier.round import SETTLED
+from croupier.settler import BatchReport, Handled, Inbound, Settler
+
+log = structlog.get_logger("croupier.consumer")
+
+_TRANSIENT: Final = (
+    OSError,
+    TimeoutError,
+    BusError,
+    VersionConflict,
+    sqlite3.OperationalError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.InterfaceError,
+    asyncpg.CannotConnectNowError,
+    asyncpg.TooManyConnectionsError,
+)
+
+
+def is_transient(error: BaseException) -> bool:
+    """Faults worth retrying as they are: connections, timeouts, lost races."""
+    return isinstance(error, _TRANSIENT)
+
+
+class FeedConsumer:
+    """Pulls batches from a feed source and settles them through the settler."""
+
+    def __init__(
+        self,
+        source: FeedSource,
+        settler: Settler,
+        metrics: Metrics,
+        *,
+        max_batch: int = 1000,
+        linger: float = 0.005,
+        on_commit: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.source = source
+        self.settler = settler
+        self.metrics = metrics
+        self.max_batch = max_batch
+        self.linger = linger
+        self.on_commit = on_commit
+        self.healthy = True
+        self._stopping = asyncio.Event()
+
+    async def run(self) -> None:
+        """Consume until :meth:`stop`; the batch in hand is always finished first."""
+        while not self._stopping.is_set():
+            batch = await self._next_batch()
+            if batch:
+                await asyncio.shield(self._process(batch))
+
+    def stop(self) -> None:
+        """Finish the batch in hand, then return from :meth:`run`."""
+        self._stopping.set()
+
+    async def _next_batch(self) -> list[Delivery]:
+        taking = asyncio.ensure_future(self.source.next_batch(self.max_batch, self.linger))
+        stopping = asyncio.ensure_future(self._stopping.wait())
+        done, _ = await asyncio.wait({taking, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if taking in done:
+            stopping.cancel()
+            return taking.result()
+        taking.cancel()
+        return []
+
+    async def _process(self, batch: Sequence[Delivery]) -> None:
+        started = time.perf_counter()
+        report = await self._settle(batch)
+        by_tag = {d.tag: d for d in batch}
+        dead = [
+            DeadLetter(by_tag[h.ref], h.code or "rejected", h.reason or "")
+            for h in report.handled
+            if h.verdict == "rejected" and h.ref in by_tag
+        ]
+        await self.source.finish_batch(batch, dead)
+        self.on_commit()
+        self._observe(report, dead, len(batch), time.perf_counter() - started)
+
+    async def _settle(self, batch: Sequence[Delivery]) -> BatchReport:
+        delay = 0.05
+        while True:
+            try:
+                report = await self.settler.handle([Inbound(d.body, d.tag) for d in batch])
+            except Exception as error:
+                if not is_transient(error):
+                    return await self._isolate(batch)
+                self._unhealthy(error, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+                continue
+            if not self.healthy:
+                log.info("settling again after a transient fault")
+            self.healthy = True
+            return report
+
+    async def _isolate(self, batch: Sequence[Delivery]) -> BatchReport:
+        """Settle one message at a time; quarantine the ones settlement itself fails on."""
+        merged = BatchReport()
+        for delivery in batch:
+            try:
+                report = await self._settle_one(delivery)
+            except Exception as error:
+                if is_transient(error):
+                    raise
+                log.exception("quarantining a message settlement fails on", tag=delivery.tag)
+                handled = await self.settler.quarantine(Inbound(delivery.body, delivery.tag), error)
+                report = BatchReport(handled=[handled])
+            merged.handled += report.handled
+            merged.closed += report.closed
+            merged.results += report.results
+        return merged
+
+    async def _settle_one(self, delivery: Delivery) -> BatchReport:
+        return await self.settler.handle([Inbound(delivery.body, delivery.tag)])
+
+    def _unhealthy(self, error: BaseException, delay: float) -> None:
+        if self.healthy:
+            log.warning("transient fault; retrying without acking", error=repr(error))
+        self.healthy = False
+        self.settler.forget()
+        log.debug("backing off", seconds=delay)
+
+    def _observe(
+        self, report: BatchReport, dead: Sequence[DeadLetter], size: int, seconds: float
+    ) -> None:
+        m = self.metrics
+        m.batch_size.observe(size)
+        for handled in report.handled:
+            _count(m, handled)
+        for letter in dead:
+            m.dead_lettered.labels(letter.code).inc()
+        for closed in report.closed:
+            m.observe_closed([closed.data], "settled" if closed.type == SETTLED else "voided")
+            m.latency.observe(seconds)
+
+
+def _count(metrics: Metrics, handled: Handled) -> None:
+    if handled.ref:
+        metrics.consumed.labels(handled.event_type or "malformed").inc()
+    if handled.verdict == "rejected":
+        metrics.rejected.labels(handled.code or "rejected").inc()
+        log.info(
+            "event rejected",
+            event_id=handled.event_id,
+            table_id=handled.table_id,
+            round_id=handled.round_id,
+            code=handled.code,
+            reason=handled.reason,
+        )

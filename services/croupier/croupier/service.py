@@ -1,0 +1,102 @@
+"""The live settlement service: a consumer, an outbox relay and probes around one ledger.
+
+Start order: ledger migrations, broker connection and topology, probes, relay, consumer.
+Stop order (SIGTERM): stop taking deliveries, finish and acknowledge the batch in hand,
+publish what the outbox holds, close.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+
+import structlog
+
+from croupier.bus import Bus
+from croupier.consumer import FeedConsumer
+from croupier.ledger import Ledger
+from croupier.metrics import Metrics
+from croupier.relay import OutboxRelay
+from croupier.settler import Settler
+from croupier.web import ProbeServer
+
+log = structlog.get_logger("croupier.service")
+
+
+class Service:
+    """Everything ``croupier serve`` runs, on whichever ledger and bus it is given."""
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        bus: Bus,
+        *,
+        metrics: Metrics | None = None,
+        max_batch: int = 1000,
+    ) -> None:
+        self.ledger = ledger
+        self.bus = bus
+        self.metrics = metrics or Metrics()
+        self.settler = Settler(ledger)
+        self.relay = OutboxRelay(ledger, bus, self.metrics)
+        self.consumer = FeedConsumer(
+            bus, self.settler, self.metrics, max_batch=max_batch, on_commit=self.relay.wake
+        )
+        self.probes = ProbeServer(self.metrics, self.readiness)
+        self.http_port: int | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def start(self, *, http_host: str = "0.0.0.0", http_port: int | None = None) -> None:
+        """Migrate, connect, and start consuming and relaying."""
+        applied = await self.ledger.migrate()
+        if applied:
+            log.info("ledger migrated", applied=applied)
+        await self.bus.connect()
+        if http_port is not None:
+            self.http_port = await self.probes.start(http_host, http_port)
+        self._tasks = [
+            asyncio.create_task(self.relay.run(), name="outbox-relay"),
+            asyncio.create_task(self.consumer.run(), name="feed-consumer"),
+        ]
+        self.metrics.ready.set(1)
+        log.info("croupier serving", http_port=self.http_port)
+
+    async def stop(self) -> None:
+        """Graceful stop: the batch in hand is committed and acknowledged first."""
+        self.metrics.ready.set(0)
+        await self.bus.stop_consuming()
+        self.consumer.stop()
+        await self._tasks[1]
+        self.relay.stop()
+        await self._tasks[0]
+        with contextlib.suppress(Exception):
+            await self.relay.drain(timeout=5)
+        await self.probes.close()
+        await self.bus.close()
+        log.info("croupier stopped")
+
+    async def readiness(self) -> dict[str, bool]:
+        """Broker connected, consumer attached, database answering, no fault in progress."""
+        try:
+            async with asyncio.timeout(2):
+                await self.ledger.last_position()
+            database = True
+        except Exception:
+            database = False
+        return {
+            "broker": self.bus.connected,
+            "consumer": self.bus.attached,
+            "database": database and self.consumer.healthy,
+        }
+
+    async def serve_until_signalled(self, *, http_port: int) -> None:
+        """Run until SIGTERM or SIGINT, then stop gracefully."""
+        stopping = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stopping.set)
+        await self.start(http_port=http_port)
+        await stopping.wait()
+        log.info("stop requested; finishing the batch in hand")
+        await self.stop()
