@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
 from holdem import casino_holdem, texas_holdem_plus
 from holdem.bets import (
+    Action,
     Deal,
     Decision,
     Outcome,
@@ -37,6 +39,7 @@ def settle(
     jackpot meter before the round, required when the round has jackpot wagers.
     """
     _check_deal(deal)
+    _check_bet_ids(wagers, decisions)
     return _RULES[table.game](table, deal, wagers, decisions, meter)
 
 
@@ -55,3 +58,13 @@ def _check_deal(deal: Deal) -> None:
         raise SettlementError("every box has two hole cards")
     if len(set(cards)) != len(cards) or not set(cards) <= set(DECK):
         raise SettlementError("a round's cards are distinct card ids 0-51")
+
+
+def _check_bet_ids(wagers: Sequence[Wager], decisions: Sequence[Decision]) -> None:
+    # Results are matched to bets by id: a repeated id would drop one bet's result and
+    # count another's twice.
+    plays = [d.bet_id for d in decisions if d.action in (Action.CALL, Action.BET)]
+    counts = Counter([*(w.bet_id for w in wagers), *plays])
+    repeated = sorted(str(bet_id) for bet_id, n in counts.items() if n > 1)
+    if repeated:
+        raise SettlementError(f"a round's bet ids must be distinct; repeated: {repeated}")
