@@ -513,6 +513,21 @@ def test_inconsistent_rounds_are_refused(
 
 
 @pytest.mark.parametrize(
+    ("wagers", "decisions"),
+    [
+        ([wager("a", Spot.ANTE), wager("x", Spot.AA_BONUS)], [call(bet_id="x")]),
+        ([wager("a", Spot.ANTE), wager("a", Spot.AA_BONUS)], [call()]),
+        ([wager("a", Spot.ANTE), wager("a2", Spot.ANTE, player="p2")], [call(), call("a2")]),
+    ],
+    ids=["call reuses a side bet's id", "side bet reuses the ante's id", "two calls, one id"],
+)
+def test_repeated_bet_ids_are_refused(wagers: list[Wager], decisions: list[Decision]) -> None:
+    # Results are keyed by bet id: a repeat would drop one bet and count another twice.
+    with pytest.raises(SettlementError, match="bet ids must be distinct; repeated: "):
+        settle(CLASSIC, deal("Kc Kd", "4c 4d", "Kh 8s 3d Jc 2h"), wagers, decisions)
+
+
+@pytest.mark.parametrize(
     ("player", "dealer", "board", "message"),
     [
         ("Kc 9d", "4c 4d", "Kh 8s 3d Jc", "five board cards"),

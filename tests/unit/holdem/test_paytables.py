@@ -14,6 +14,7 @@ from importlib import resources
 from typing import Any
 
 import pytest
+
 from holdem.paytable import (
     CATEGORY_LINES,
     Game,
