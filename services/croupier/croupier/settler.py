@@ -184,9 +184,9 @@ class Settler:
                 self._record_meters(fact, work)
                 self._record_results(fact, work)
         if not facts:
-            return [
-                Handled(message.ref, "duplicate", event.event_id, event.table_id, event.round_id)
-            ]
+            kind = str(event.event_type)
+            ids = (event.event_id, event.table_id, event.round_id, kind)
+            return [Handled(message.ref, "duplicate", *ids)]
         handled = [_handled_fact(fact) for fact in facts]
         handled[0] = replace(handled[0], ref=message.ref)
         return handled
