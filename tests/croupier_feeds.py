@@ -76,9 +76,7 @@ class RoundFeed:
         }
         return self.make("bet.placed", payload, **kw)
 
-    def cards(
-        self, target: str, cards: str, box: str | None = None, **kw: Any
-    ) -> dict[str, Any]:
+    def cards(self, target: str, cards: str, box: str | None = None, **kw: Any) -> dict[str, Any]:
         payload: dict[str, Any] = {"target": target, "cards": cards.split()}
         if box is not None:
             payload["box"] = box
