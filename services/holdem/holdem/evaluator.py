@@ -13,12 +13,16 @@ The same sums vectorise over numpy arrays in :func:`evaluate_batch`.
 
 from __future__ import annotations
 
+import hashlib
+import os
+import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from functools import total_ordering
 from itertools import combinations, combinations_with_replacement
+from pathlib import Path
 from typing import Final
 
 import numpy as np
@@ -258,8 +262,44 @@ def _rank_sums(
     return table
 
 
+def _cache_file() -> Path:
+    # Keyed on this module's source: any change to how hands are classified rebuilds.
+    digest = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return root / "croupier" / f"holdem-ranks-{digest}.npz"
+
+
+def _cached_rank_sums(strength_of: dict[_Class, int]) -> list[dict[int, int]]:
+    """Face-sum tables for 5, 6 and 7 cards: a few seconds to build, so kept on disk."""
+    path = _cache_file()
+    try:
+        with np.load(path) as stored:
+            return [
+                dict(zip(stored[f"k{n}"].tolist(), stored[f"v{n}"].tolist(), strict=True))
+                if n >= 5
+                else {}
+                for n in range(8)
+            ]
+    except (OSError, KeyError, ValueError):
+        pass
+    tables = [_rank_sums(n, strength_of) if n >= 5 else {} for n in range(8)]
+    arrays = {
+        f"{kv}{n}": np.fromiter(getattr(tables[n], f)(), np.int64)
+        for n in (5, 6, 7)
+        for kv, f in (("k", "keys"), ("v", "values"))
+    }
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".npz", delete=False) as handle:
+            np.savez(handle, **arrays)  # type: ignore[arg-type]  # stubs: kwargs vs allow_pickle
+        os.replace(handle.name, path)
+    except OSError:
+        pass  # a read-only home only costs the rebuild
+    return tables
+
+
 class _Tables:
-    """Look-up tables, built once per process (about half a second)."""
+    """Look-up tables, built once per process (read from the on-disk cache when present)."""
 
     def __init__(self) -> None:
         classes = _all_classes()
@@ -275,7 +315,7 @@ class _Tables:
             if mask & 0b11 == 0 and mask.bit_count() >= 5:
                 self.flush[mask] = strength_of[_best_of_flush(mask)]
         self.suits = [_suit_flush_table(n) if n >= 5 else [] for n in range(8)]
-        self.ranks = [_rank_sums(n, strength_of) if n >= 5 else {} for n in range(8)]
+        self.ranks = _cached_rank_sums(strength_of)
         seven = self.ranks[7]
         self.rank7 = np.zeros(max(seven) + 1, dtype=np.uint16)
         self.rank7[np.fromiter(seven.keys(), np.int64)] = np.fromiter(seven.values(), np.uint16)
