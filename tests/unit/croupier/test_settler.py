@@ -1,0 +1,299 @@
+"""The settler on the SQLite ledger (a temporary file): batches, redelivery, restart, meters."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from croupier_feeds import CH_CLASSIC, CH_PROGRESSIVE, RoundFeed, line
+
+import holdem
+from croupier.contract import SettlementResult
+from croupier.ledger import Ledger, VersionConflict, open_ledger
+from croupier.round import SETTLED
+from croupier.settler import (
+    METER_MOVED,
+    REJECTIONS_STREAM,
+    BatchReport,
+    Inbound,
+    Settler,
+    message_id,
+    meter_stream,
+)
+
+Event = dict[str, Any]
+SEED = holdem.load_paytable("casino-holdem/progressive").jackpot.seed  # type: ignore[union-attr]
+
+
+@pytest.fixture
+async def ledger(tmp_path: Path) -> AsyncIterator[Ledger]:
+    async with open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}") as opened:
+        await opened.migrate()
+        yield opened
+
+
+def inbound(events: Sequence[Event | str], first_ref: int = 1) -> list[Inbound]:
+    """Messages as the consumer hands them over; a ``str`` is a raw (malformed) body."""
+    return [
+        Inbound((e if isinstance(e, str) else line(e)).encode(), ref)
+        for ref, e in enumerate(events, start=first_ref)
+    ]
+
+
+def ch_round(
+    f: RoundFeed,
+    table: tuple[str, str] = CH_CLASSIC,
+    hole: str = "As Ad",
+    flop: str = "Ah 7c 2d",
+    jackpot: bool = False,
+    rest: str = "Ks 4h",
+) -> list[Event]:
+    """Two players on a shared hand; p1 calls, p2 folds; the dealer holds nines."""
+    return [
+        f.opened(table),
+        f.bet("a1"),
+        f.bet("x1", "aa_bonus"),
+        *([f.bet("j1", "jackpot")] if jackpot else []),
+        f.bet("a2", amount=300, player="p2"),
+        f.hole(hole),
+        f.cards("dealer", "9c 9d"),
+        f.cards("board", flop),
+        f.decide("a1", "flop", "call", "c1", 200),
+        f.decide("a2", "flop", "fold"),
+        f.cards("board", rest),
+        f.completed(),
+    ]
+
+
+def by_player(results: Sequence[SettlementResult]) -> dict[str, SettlementResult]:
+    return {r.player_id: r for r in results}
+
+
+async def test_a_batch_of_many_rounds_commits_in_one_transaction(ledger: Ledger) -> None:
+    rounds = [ch_round(RoundFeed(round_id=f"r{n}")) for n in range(5)]
+    events = [e for events in zip(*rounds, strict=True) for e in events]  # interleaved
+
+    report = await Settler(ledger).handle(inbound(events))
+
+    assert {h.verdict for h in report.handled} == {"accepted"}
+    assert [h.ref for h in report.handled] == list(range(1, len(events) + 1))
+    assert len(report.closed) == 5 and len(report.results) == 10
+    recorded = await ledger.read_all(limit=10_000)
+    assert len(recorded) == len(events)
+    assert {r.type for r in recorded} == {"feed.accepted", SETTLED}
+
+
+async def test_a_failed_batch_writes_nothing_and_a_retry_decides_the_same(ledger: Ledger) -> None:
+    ours, theirs = Settler(ledger), Settler(ledger)
+    first, second = RoundFeed(round_id="r1"), RoundFeed(round_id="r2")
+    one, two = ch_round(first), ch_round(second)
+    await ours.handle(inbound(one[:3]))
+    await theirs.handle(inbound(one[3:4]))  # another instance moves r1 on behind our back
+    before = await ledger.last_position()
+
+    batch = inbound([*two, *one[4:]])
+    with pytest.raises(VersionConflict):
+        await ours.handle(batch)
+
+    assert await ledger.last_position() == before  # r2, untouched by the conflict, too
+    assert await ledger.stream_version("round:t1:r2") == 0
+    report = await ours.handle(batch)  # read back from the ledger, then decided again
+    assert [h.verdict for h in report.handled] == ["accepted"] * len(batch)
+    assert {(r.round_id, r.player_id) for r in report.results} == {
+        ("r1", "p1"),
+        ("r1", "p2"),
+        ("r2", "p1"),
+        ("r2", "p2"),
+    }
+
+
+async def test_redelivering_a_batch_is_a_no_op(ledger: Ledger) -> None:
+    settler = Settler(ledger)
+    batch = inbound(ch_round(RoundFeed()))
+    first = await settler.handle(batch)
+    position = await ledger.last_position()
+    pending = await ledger.pending_outbox()
+
+    again = await settler.handle(batch)
+    after_restart = await Settler(ledger).handle(batch)
+
+    for report in (again, after_restart):
+        assert {h.verdict for h in report.handled} == {"duplicate"}
+        assert report.results == [] and report.closed == []
+    assert await ledger.last_position() == position
+    assert await ledger.pending_outbox() == pending
+    assert len(first.results) == 2
+
+
+async def test_a_fresh_settler_continues_a_half_played_round(ledger: Ledger) -> None:
+    events = ch_round(RoundFeed(), CH_PROGRESSIVE, jackpot=True)
+    whole = await _settle_alone(events)
+    split = 7
+    held = events[split + 1 :]  # one missing: the rest are held until it comes
+
+    await Settler(ledger).handle(inbound(events[:split]))
+    restarted = Settler(ledger)
+    report = await restarted.handle(inbound(held))
+    assert {h.verdict for h in report.handled} == {"held"}
+    report = await Settler(ledger).handle(inbound([events[split]]))  # and restart again
+
+    assert [h.verdict for h in report.handled] == ["accepted"] * (1 + len(held))
+    strip = {"ledger_position"}
+    assert [r.model_dump(exclude=strip) for r in report.results] == [
+        r.model_dump(exclude=strip) for r in whole
+    ]
+
+
+async def _settle_alone(events: Sequence[Event]) -> list[SettlementResult]:
+    async with open_ledger("sqlite:///:memory:") as other:
+        await other.migrate()
+        return (await Settler(other).handle(inbound(events))).results
+
+
+MALFORMED = {
+    "not json": "{not json",
+    "unknown type": line(RoundFeed().make("round.paused", {})),
+    "no card": line(RoundFeed().cards("board", "Ax 2c 3c")),
+}
+
+
+async def test_contract_rejections_are_kept_with_raw_text_and_reason(ledger: Ledger) -> None:
+    f = RoundFeed()
+    good = [f.opened(), f.bet("a1")]
+    bodies: list[Event | str] = [good[0], *MALFORMED.values(), good[1]]
+
+    report = await Settler(ledger).handle(inbound(bodies))
+
+    verdicts = [(h.ref, h.verdict, h.code) for h in report.handled]
+    assert verdicts == [
+        (1, "accepted", None),
+        (2, "rejected", "contract"),
+        (3, "rejected", "contract"),
+        (4, "rejected", "contract"),
+        (5, "accepted", None),
+    ]
+    kept = await ledger.read_stream(REJECTIONS_STREAM)
+    assert [r.data["raw"] for r in kept] == list(MALFORMED.values())
+    reasons = [r.data["reason"] for r in kept]
+    assert "not valid JSON" in reasons[0]
+    assert "round.paused" in reasons[1]
+    assert "Ax" in reasons[2] and "card" in reasons[2]
+    assert kept[2].data["event_id"] == MALFORMED_EVENT_ID
+    assert [h.reason for h in report.handled[1:4]] == reasons
+    assert await ledger.stream_version("round:t1:r1") == 2  # the round went on
+
+
+MALFORMED_EVENT_ID = RoundFeed().cards("board", "Ax 2c 3c")["event_id"]
+
+
+async def test_rule_rejections_are_kept_in_the_round_stream(ledger: Ledger) -> None:
+    f = RoundFeed()
+    events = [f.opened(), f.bet("a1"), f.bet("a2", amount=50, player="p2")]
+    report = await Settler(ledger).handle(inbound(events))
+    assert report.handled[-1].verdict == "rejected"
+    assert report.handled[-1].code == "stake_limits"
+    (*_, kept) = await ledger.read_stream("round:t1:r1")
+    assert kept.type == "feed.rejected"
+    assert kept.data["event"] == events[-1]
+    assert "outside the table's limits" in kept.data["reason"]
+
+
+async def test_results_carry_the_settled_fact_position_and_stable_message_ids(
+    ledger: Ledger,
+) -> None:
+    f = RoundFeed(table_id="t9", round_id="r9")
+    settler = Settler(ledger)
+    await settler.handle(inbound([RoundFeed(round_id="warm-up").opened()]))  # shift positions
+    report = await settler.handle(inbound(ch_round(f)))
+
+    settled = [r for r in await ledger.read_stream("round:t9:r9") if r.type == SETTLED]
+    (fact,) = settled
+    assert [c.position for c in report.closed] == [fact.position]
+    results = by_player(report.results)
+    assert {r.ledger_position for r in results.values()} == {fact.position}
+    assert results["p1"].message_id == message_id("t9", "r9", "p1", "EUR")
+    assert results["p2"].message_id == message_id("t9", "r9", "p2", "EUR")
+    assert results["p1"].message_id != results["p2"].message_id
+    assert [r.message_id for r in await _settle_alone(ch_round(RoundFeed("t9", "r9")))] == [
+        r.message_id for r in report.results
+    ]
+    pending = {m.message_id: m for m in await ledger.pending_outbox()}
+    for result in results.values():
+        message = pending[result.message_id]
+        assert message.position == fact.position
+        assert message.routing_key == f"EUR.{result.player_id}"
+        assert message.body == result.model_dump(mode="json", exclude={"ledger_position"})
+    assert (results["p1"].stake_total, results["p1"].returned_total) == (400, 1400)
+    assert (results["p2"].stake_total, results["p2"].returned_total) == (300, 0)
+
+
+async def test_the_jackpot_meter_moves_across_rounds_and_reseeds_after_a_royal(
+    ledger: Ledger,
+) -> None:
+    key = meter_stream("casino-holdem/progressive", "EUR")
+    settler = Settler(ledger)
+    plain = [ch_round(RoundFeed(round_id=f"r{n}"), CH_PROGRESSIVE, jackpot=True) for n in (1, 2)]
+    await settler.handle(inbound(plain[0]))
+    await Settler(ledger).handle(inbound(plain[1]))  # another instance reads the meter back
+    royal = ch_round(
+        RoundFeed(round_id="r3"),
+        CH_PROGRESSIVE,
+        hole="As Ks",
+        flop="Qs Js Ts",
+        jackpot=True,
+        rest="3d 4h",
+    )
+    with pytest.raises(VersionConflict):  # the first one's meter is stale: nothing written
+        await settler.handle(inbound(royal))
+    assert await ledger.stream_version("round:t1:r3") == 0
+    report = await settler.handle(inbound(royal))  # the retry reads the meter back
+    assert {h.verdict for h in report.handled} == {"accepted"}
+    after_royal = ch_round(RoundFeed(round_id="r4"), CH_PROGRESSIVE, jackpot=True)
+    await settler.handle(inbound(after_royal))
+
+    moves = await ledger.read_stream(key)
+    assert [m.type for m in moves] == [METER_MOVED] * 4
+    assert [m.version for m in moves] == [1, 2, 3, 4]
+    contribution = 100 * 20 // 100
+    assert [(m.data["before"], m.data["after"]) for m in moves] == [
+        (SEED, SEED + contribution),
+        (SEED + contribution, SEED + 2 * contribution),
+        (SEED + 2 * contribution, SEED),
+        (SEED, SEED + contribution),
+    ]
+    royal_move = moves[2].data
+    assert royal_move["awarded"] == SEED + 3 * contribution
+    assert royal_move["reseeded"] == SEED
+    (p1,) = [r for r in report.results if r.player_id == "p1"]
+    jackpot = next(b for b in p1.bets if b.spot == "jackpot")
+    assert jackpot.returned == 100 + SEED + 3 * contribution
+
+
+async def test_a_progressive_round_opened_last_settles_with_the_meter(ledger: Ledger) -> None:
+    events = ch_round(RoundFeed(), CH_PROGRESSIVE, jackpot=True)
+    report = await Settler(ledger).handle(inbound([*events[1:], events[0]]))
+    assert [h.verdict for h in report.handled][: len(events) - 1] == ["held"] * (len(events) - 1)
+    assert len(report.closed) == 1
+    (move,) = await ledger.read_stream(meter_stream("casino-holdem/progressive", "EUR"))
+    assert move.data["before"] == SEED
+
+
+async def test_reject_unopened_rejects_what_waits_for_a_round_never_opened(
+    ledger: Ledger,
+) -> None:
+    settler = Settler(ledger)
+    f = RoundFeed()
+    f.opened()  # never sent
+    waiting = [f.bet("a1"), f.bet("a2", player="p2")]
+    await settler.handle(inbound(waiting))
+
+    report: BatchReport = await settler.reject_unopened()
+
+    assert [(h.verdict, h.code, h.event_id) for h in report.handled] == [
+        ("rejected", "never_opened", e["event_id"]) for e in waiting
+    ]
+    assert "never opened" in (report.handled[0].reason or "")
+    kinds = [r.type for r in await ledger.read_stream("round:t1:r1")]
+    assert kinds == ["feed.held", "feed.held", "feed.rejected", "feed.rejected"]
