@@ -1,0 +1,223 @@
+"""How simulated players decide: a small :class:`Strategy` protocol and a few players.
+
+A strategy sees what a player sees at a decision (the game, the stage, the two hole cards,
+the board so far and the pay table) and answers with an :class:`~holdem.Action`, or ``None``
+when the player does not decide in time (the feed then simply carries no decision).
+
+- :class:`SimpleStrategy`: a rule of thumb a casual player follows (rules on the class).
+- :class:`AlwaysCall`: calls, and bets at every later stage.
+- :class:`TimeoutStrategy`: another strategy that sometimes lets the clock run out.
+- :class:`BestPlayStrategy`: the highest-EV decision, as an :class:`Advisor` computes it.
+  The exact-odds module (``holdem.odds``) provides the advisor; register it with
+  :func:`register_strategy` under ``"best-play"`` to make it a choice of the command line.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from functools import lru_cache
+from typing import Protocol
+
+from holdem import Action, Game, PayTable, Stage
+from holdem.cards import rank_of, suit_of
+
+Hole = tuple[int, int]
+Board = tuple[int, ...]
+
+#: The actions each stage of each game admits, the wager action first.
+STAGE_ACTIONS: dict[tuple[Game, Stage], tuple[Action, ...]] = {
+    (Game.CASINO_HOLDEM, Stage.FLOP): (Action.CALL, Action.FOLD),
+    (Game.TEXAS_HOLDEM_PLUS, Stage.PREFLOP): (Action.CALL, Action.FOLD),
+    (Game.TEXAS_HOLDEM_PLUS, Stage.FLOP): (Action.BET, Action.CHECK, Action.FOLD),
+    (Game.TEXAS_HOLDEM_PLUS, Stage.TURN): (Action.BET, Action.CHECK, Action.FOLD),
+}
+#: The stages at which each game asks for a decision, in order.
+GAME_STAGES: dict[Game, tuple[Stage, ...]] = {
+    Game.CASINO_HOLDEM: (Stage.FLOP,),
+    Game.TEXAS_HOLDEM_PLUS: (Stage.PREFLOP, Stage.FLOP, Stage.TURN),
+}
+_ACE = 14
+
+
+class Strategy(Protocol):
+    """A player's way of deciding."""
+
+    def decide(
+        self, game: Game, stage: Stage, hole: Hole, board: Board, paytable: PayTable
+    ) -> Action | None:
+        """The action at ``stage``, or None when the player times out."""
+        ...
+
+
+class Advisor(Protocol):
+    """Something that knows the best decision (highest EV), e.g. the exact-odds module."""
+
+    def best_action(
+        self, game: Game, stage: Stage, hole: Hole, board: Board, paytable: PayTable
+    ) -> Action:
+        """The decision with the highest expected value."""
+        ...
+
+
+StrategyFactory = Callable[[random.Random], Strategy]
+
+
+def wager_action(game: Game, stage: Stage) -> Action:
+    """The action that adds a wager at this stage (call, or a Texas Hold'em Plus bet)."""
+    return STAGE_ACTIONS[(game, stage)][0]
+
+
+def passive_action(game: Game, stage: Stage) -> Action:
+    """The action that adds no wager and keeps the hand: check, or fold where none exists."""
+    actions = STAGE_ACTIONS[(game, stage)]
+    return Action.CHECK if Action.CHECK in actions else Action.FOLD
+
+
+def has_pair_or_better(cards: Sequence[int]) -> bool:
+    """A pair or better among five or more cards: a repeated rank, a flush or a straight."""
+    ranks = [rank_of(card) for card in cards]
+    if len(set(ranks)) < len(ranks) or has_flush(cards):
+        return True
+    present = set(ranks) | ({1} if _ACE in ranks else set())
+    return any(all(r + i in present for i in range(5)) for r in range(1, 11))
+
+
+def has_flush(cards: Sequence[int]) -> bool:
+    """Five or more cards of one suit."""
+    return _longest_suit(cards) >= 5
+
+
+def has_flush_draw(cards: Sequence[int]) -> bool:
+    """Four or more cards of one suit."""
+    return _longest_suit(cards) >= 4
+
+
+def _longest_suit(cards: Sequence[int]) -> int:
+    counts = [0, 0, 0, 0]
+    for card in cards:
+        counts[suit_of(card)] += 1
+    return max(counts)
+
+
+def has_straight_draw(cards: Sequence[int]) -> bool:
+    """Four ranks in a row (an open-ended draw, or a made straight), ace high or low."""
+    ranks = {rank_of(card) for card in cards}
+    if _ACE in ranks:
+        ranks.add(1)
+    return any(all(r + i in ranks for i in range(4)) for r in range(1, 12))
+
+
+@lru_cache(maxsize=1024)
+def read_hand(hole: Hole, board: Board) -> tuple[bool, bool]:
+    """What a casual player sees: (a pair or better, a flush or straight draw)."""
+    cards = (*hole, *board)
+    return has_pair_or_better(cards), has_flush_draw(cards) or has_straight_draw(cards)
+
+
+class SimpleStrategy:
+    """A casual player's rule of thumb.
+
+    Casino Hold'em, flop: call with a pair or better, any ace in the hand, or four to a flush
+    or to a straight; otherwise fold.
+
+    Texas Hold'em Plus: preflop, call with any ace, any pair or suited connectors; otherwise
+    fold three times in ten and call the rest. Flop: bet with a pair or better, check
+    otherwise. Turn: bet with a pair or better, check with a draw; with nothing, fold one
+    time in ten and check the rest.
+    """
+
+    def __init__(self, rng: random.Random) -> None:
+        self._rng = rng
+
+    def decide(
+        self, game: Game, stage: Stage, hole: Hole, board: Board, paytable: PayTable
+    ) -> Action | None:
+        """The rule's action; never times out."""
+        if stage is Stage.PREFLOP:
+            return self._preflop(hole)
+        made, draw = read_hand(hole, board)
+        if game is Game.CASINO_HOLDEM:
+            ace = _ACE in (rank_of(hole[0]), rank_of(hole[1]))
+            return Action.CALL if made or ace or draw else Action.FOLD
+        if made:
+            return Action.BET
+        if stage is Stage.TURN and not draw and self._rng.random() < 0.1:
+            return Action.FOLD
+        return Action.CHECK
+
+    def _preflop(self, hole: Hole) -> Action:
+        high, low = sorted((rank_of(hole[0]), rank_of(hole[1])), reverse=True)
+        suited_connectors = suit_of(hole[0]) == suit_of(hole[1]) and high - low == 1
+        if high in (_ACE, low) or suited_connectors:
+            return Action.CALL
+        return Action.FOLD if self._rng.random() < 0.3 else Action.CALL
+
+
+class AlwaysCall:
+    """Always puts money in: calls, then bets at every later stage."""
+
+    def __init__(self, rng: random.Random | None = None) -> None:
+        del rng
+
+    def decide(
+        self, game: Game, stage: Stage, hole: Hole, board: Board, paytable: PayTable
+    ) -> Action | None:
+        """The wager action of the stage."""
+        return wager_action(game, stage)
+
+
+class TimeoutStrategy:
+    """Another strategy whose player, ``rate`` of the time, does not decide at all."""
+
+    def __init__(self, inner: Strategy, rate: float, rng: random.Random) -> None:
+        if not 0.0 <= rate <= 1.0:
+            raise ValueError(f"timeout rate must be within 0..1, got {rate}")
+        self._inner, self._rate, self._rng = inner, rate, rng
+
+    def decide(
+        self, game: Game, stage: Stage, hole: Hole, board: Board, paytable: PayTable
+    ) -> Action | None:
+        """None (a timeout) with the given rate, else the inner strategy's action."""
+        if self._rng.random() < self._rate:
+            return None
+        return self._inner.decide(game, stage, hole, board, paytable)
+
+
+class BestPlayStrategy:
+    """The decision with the highest expected value, as ``advisor`` computes it.
+
+    This is the hook for the exact-odds module: give it that module's advisor, e.g.
+    ``register_strategy("best-play", lambda rng: BestPlayStrategy(advisor))``.
+    """
+
+    def __init__(self, advisor: Advisor) -> None:
+        self._advisor = advisor
+
+    def decide(
+        self, game: Game, stage: Stage, hole: Hole, board: Board, paytable: PayTable
+    ) -> Action | None:
+        """The advisor's best action; never times out."""
+        return self._advisor.best_action(game, stage, hole, board, paytable)
+
+
+STRATEGIES: dict[str, StrategyFactory] = {
+    "simple": SimpleStrategy,
+    "always-call": AlwaysCall,
+}
+
+
+def register_strategy(name: str, factory: StrategyFactory) -> None:
+    """Make a strategy available by name (to :class:`~studio.config.StudioConfig` and the CLI)."""
+    STRATEGIES[name] = factory
+
+
+def make_strategy(name: str, rng: random.Random, timeout_rate: float = 0.0) -> Strategy:
+    """The named strategy, wrapped in a :class:`TimeoutStrategy` when ``timeout_rate`` > 0."""
+    try:
+        factory = STRATEGIES[name]
+    except KeyError:
+        known = ", ".join(sorted(STRATEGIES))
+        raise ValueError(f"unknown strategy {name!r}; known: {known}") from None
+    strategy = factory(rng)
+    return TimeoutStrategy(strategy, timeout_rate, rng) if timeout_rate > 0 else strategy
