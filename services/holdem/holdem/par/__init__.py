@@ -1,0 +1,1 @@
+"""Stored PAR data: one JSON document per pay table version (see holdem.odds.par)."""
