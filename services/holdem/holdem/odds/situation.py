@@ -99,7 +99,7 @@ def _unseen(seen: tuple[int, ...]) -> U8:
 
 
 @cache
-def _splits47() -> npt.NDArray[np.int32]:
+def flop_splits() -> npt.NDArray[np.int32]:
     """For each 4-subset of 47 (colex order), its six (turn/river pair) rows in pairs(47)."""
     q, index = quads(47), pair_index(47)
     out = np.stack([index[q[:, i], q[:, j]] for i, j in combinations(range(4), 2)], axis=1)
@@ -128,7 +128,7 @@ def _flop_showdowns(
     player_cards[:, :2] = hole
     player_cards[:, 2:5] = flop
     player_cards[:, 5:] = unseen[board]
-    return evaluate_batch(player_cards), evaluate_batch(dealer_cards), _splits47()
+    return evaluate_batch(player_cards), evaluate_batch(dealer_cards), flop_splits()
 
 
 # --- Casino Hold'em ------------------------------------------------------------------------
