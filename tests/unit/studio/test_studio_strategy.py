@@ -1,0 +1,138 @@
+"""Simulated players' strategies."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from holdem import Action, Game, PayTable, Stage, load_paytable, parse_cards
+from studio.config import StudioConfig, TableSpec
+from studio.feed import simulate
+from studio.strategy import (
+    STRATEGIES,
+    AlwaysCall,
+    BestPlayStrategy,
+    Board,
+    Hole,
+    SimpleStrategy,
+    TimeoutStrategy,
+    make_strategy,
+    register_strategy,
+)
+
+CH = load_paytable("casino-holdem/classic")
+THP = load_paytable("texas-holdem-plus/standard")
+
+
+def hand(hole: str, board: str = "") -> tuple[Hole, Board]:
+    h = parse_cards(hole)
+    return (h[0], h[1]), tuple(parse_cards(board))
+
+
+@pytest.mark.parametrize(
+    ("hole", "flop", "action"),
+    [
+        ("7c9s", "2dKc5h", Action.FOLD),  # nothing
+        ("7c9s", "9dKc5h", Action.CALL),  # a pair
+        ("Ac3s", "9dKc5h", Action.CALL),  # an ace
+        ("7c8c", "2cKc5h", Action.CALL),  # four to a flush
+        ("7c8d", "9s6h2c", Action.CALL),  # four to a straight
+        ("2c3d", "4s5hKc", Action.CALL),  # four to a straight, ace low
+        ("2c7d", "9sTh4c", Action.FOLD),
+    ],
+)
+def test_simple_casino_holdem(hole: str, flop: str, action: Action) -> None:
+    cards, board = hand(hole, flop)
+    strategy = SimpleStrategy(random.Random(0))
+    assert strategy.decide(Game.CASINO_HOLDEM, Stage.FLOP, cards, board, CH) is action
+
+
+def test_simple_texas_holdem_plus() -> None:
+    strategy = SimpleStrategy(random.Random(0))
+    thp = Game.TEXAS_HOLDEM_PLUS
+    for hole in ("Ac2d", "7c7d", "8h9h"):
+        assert strategy.decide(thp, Stage.PREFLOP, *hand(hole), THP) is Action.CALL
+    folds = Counter_of(strategy, thp, Stage.PREFLOP, *hand("2c9d"), THP)
+    assert 200 < folds[Action.FOLD] < 400 and folds[Action.FOLD] + folds[Action.CALL] == 1000
+    assert strategy.decide(thp, Stage.FLOP, *hand("2c9d", "9h4s5c"), THP) is Action.BET
+    assert strategy.decide(thp, Stage.FLOP, *hand("2c9d", "Th4sKc"), THP) is Action.CHECK
+    assert strategy.decide(thp, Stage.TURN, *hand("2c9d", "Th4sKc2h"), THP) is Action.BET
+    turn = Counter_of(strategy, thp, Stage.TURN, *hand("2c9d", "Th4sKcJh"), THP)
+    assert set(turn) <= {Action.CHECK, Action.FOLD} and turn[Action.FOLD] < 200
+
+
+def Counter_of(
+    strategy: SimpleStrategy, game: Game, stage: Stage, hole: Hole, board: Board, table: PayTable
+) -> dict[Action | None, int]:
+    counts: dict[Action | None, int] = {}
+    for _ in range(1000):
+        action = strategy.decide(game, stage, hole, board, table)
+        counts[action] = counts.get(action, 0) + 1
+    return counts
+
+
+def test_always_call_puts_money_in_at_every_stage() -> None:
+    cards, board = hand("2c7d", "9sTh4c")
+    player = AlwaysCall()
+    assert player.decide(Game.CASINO_HOLDEM, Stage.FLOP, cards, board, CH) is Action.CALL
+    assert player.decide(Game.TEXAS_HOLDEM_PLUS, Stage.PREFLOP, cards, (), THP) is Action.CALL
+    for stage in (Stage.FLOP, Stage.TURN):
+        assert player.decide(Game.TEXAS_HOLDEM_PLUS, stage, cards, board, THP) is Action.BET
+
+
+def test_timeout_strategy_sometimes_says_nothing() -> None:
+    cards, board = hand("2c7d", "9sTh4c")
+    never = TimeoutStrategy(AlwaysCall(), 0.0, random.Random(1))
+    always = TimeoutStrategy(AlwaysCall(), 1.0, random.Random(1))
+    assert never.decide(Game.CASINO_HOLDEM, Stage.FLOP, cards, board, CH) is Action.CALL
+    assert always.decide(Game.CASINO_HOLDEM, Stage.FLOP, cards, board, CH) is None
+    with pytest.raises(ValueError):
+        TimeoutStrategy(AlwaysCall(), 2.0, random.Random(1))
+
+
+class _FoldEverything:
+    def best_action(
+        self, game: Game, stage: Stage, hole: Hole, board: Board, paytable: PayTable
+    ) -> Action:
+        return Action.FOLD
+
+
+def test_best_play_asks_its_advisor_and_can_be_registered() -> None:
+    cards, board = hand("AcAd", "AsAhKc")
+    best = BestPlayStrategy(_FoldEverything())
+    assert best.decide(Game.CASINO_HOLDEM, Stage.FLOP, cards, board, CH) is Action.FOLD
+    register_strategy("fold-all", lambda rng: BestPlayStrategy(_FoldEverything()))
+    try:
+        table = TableSpec("studio-1-classic", "casino-holdem/classic", players=5)
+        config = StudioConfig((table,), rounds=3, seed=1, strategy="fold-all")
+        actions = {
+            m.event["payload"]["action"]
+            for m in simulate(config)
+            if m.event and m.event["event_type"] == "decision.made"
+        }
+        assert actions == {"fold"}
+    finally:
+        del STRATEGIES["fold-all"]
+
+
+def test_unknown_strategy_is_named() -> None:
+    with pytest.raises(ValueError, match="known: always-call, simple"):
+        make_strategy("clairvoyant", random.Random(0))
+
+
+def test_a_strategy_answering_out_of_turn_is_refused() -> None:
+    register_strategy("checker", lambda rng: _Checker())
+    try:
+        table = TableSpec("studio-1-classic", "casino-holdem/classic", players=1)
+        with pytest.raises(ValueError, match="check"):
+            list(simulate(StudioConfig((table,), rounds=1, strategy="checker")))
+    finally:
+        del STRATEGIES["checker"]
+
+
+class _Checker:
+    def decide(
+        self, game: Game, stage: Stage, hole: Hole, board: Board, paytable: PayTable
+    ) -> Action | None:
+        return Action.CHECK
