@@ -94,9 +94,32 @@ class PlacedBet:
     currency: str
 
 
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """An event with its JSON form and content digest, computed once per delivery."""
+
+    event: FeedEvent
+    dump: dict[str, Any]
+    digest: str
+
+    def data(self) -> dict[str, Any]:
+        """The part of a fact that records the event."""
+        return {"event": self.dump, "fingerprint": self.digest}
+
+
+def snapshot(event: FeedEvent) -> Snapshot:
+    """The event with its JSON form and its fingerprint."""
+    dump = event.model_dump(mode="json")
+    return Snapshot(event, dump, _digest(dump))
+
+
 def fingerprint(event: FeedEvent) -> str:
     """A digest of an event's content, to tell a redelivery from a reused event id."""
-    canonical = json.dumps(event.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return snapshot(event).digest
+
+
+def _digest(dump: dict[str, Any]) -> str:
+    canonical = json.dumps(dump, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:32]
 
 
@@ -161,29 +184,23 @@ class Round:
 
         The facts are already applied to this round when it returns.
         """
-        digest = fingerprint(event)
+        snap = snapshot(event)
         known = self.seen.get(event.event_id)
-        if known == digest:
+        if known == snap.digest:
             return []
         if known is not None:
             reason = f"event_id {event.event_id} was already used for an event with other content"
-            return [
-                self._record(
-                    _rejected(event, digest, "reused_event_id", reason, uses_seq=False), event
-                )
-            ]
+            return [self._record(_rejected(snap, "reused_event_id", reason, uses_seq=False), event)]
         if event.seq < self.next_seq or event.seq in self.held:
             reason = f"seq {event.seq} of round {self.round_id} is already taken by another event"
-            return [
-                self._record(_rejected(event, digest, "seq_taken", reason, uses_seq=False), event)
-            ]
+            return [self._record(_rejected(snap, "seq_taken", reason, uses_seq=False), event)]
         if event.seq > self.next_seq:
-            held = Fact(HELD, _event_data(event, digest), f"{event.event_id}:held")
+            held = Fact(HELD, snap.data(), f"{event.event_id}:held")
             return [self._record(held, event)]
-        facts = [self._record(self._decide(event, digest, meters), event)]
+        facts = [self._record(self._decide(snap, meters), event)]
         while self.next_seq in self.held:
             waiting = self.held[self.next_seq]
-            decided = self._decide(waiting, self.seen[waiting.event_id], meters)
+            decided = self._decide(snapshot(waiting), meters)
             facts.append(self._record(decided, waiting))
         return facts
 
@@ -194,9 +211,7 @@ class Round:
             "no round.opened (seq 1) arrived"
         )
         return [
-            self._record(
-                _rejected(e, self.seen[e.event_id], "never_opened", reason, uses_seq=False), e
-            )
+            self._record(_rejected(snapshot(e), "never_opened", reason, uses_seq=False), e)
             for e in [self.held[seq] for seq in sorted(self.held)]
         ]
 
@@ -204,16 +219,17 @@ class Round:
         self._apply(fact, event)
         return fact
 
-    def _decide(self, event: FeedEvent, digest: str, meters: MeterReader) -> Fact:
+    def _decide(self, snap: Snapshot, meters: MeterReader) -> Fact:
+        event = snap.event
         try:
             self._check(event)
             if event.event_type is EventType.ROUND_COMPLETED:
-                return self._settle(event.event_id, digest, event, meters)
+                return self._settle(snap, meters)
             if isinstance(event, RoundVoided):
-                return self._void(event, digest)
+                return self._void(event, snap)
         except Rejection as rejection:
-            return _rejected(event, digest, rejection.code, str(rejection), uses_seq=True)
-        data = _event_data(event, digest)
+            return _rejected(snap, rejection.code, str(rejection), uses_seq=True)
+        data = snap.data()
         if isinstance(event, RoundOpened):
             data["paytable"] = _paytable_data(holdem.load_paytable(event.payload.paytable))
         return Fact(ACCEPTED, data, f"{event.event_id}:accepted")
@@ -362,7 +378,7 @@ class Round:
 
     # -- settling --------------------------------------------------------------------------
 
-    def _settle(self, event_id: str, digest: str, event: FeedEvent, meters: MeterReader) -> Fact:
+    def _settle(self, snap: Snapshot, meters: MeterReader) -> Fact:
         table = self._table
         deal = holdem.Deal(
             boxes={box: (cards[0], cards[1]) for box, cards in self.hole.items()},
@@ -371,6 +387,7 @@ class Round:
         )
         results: list[dict[str, Any]] = []
         movements: list[dict[str, Any]] = []
+        hands: dict[str, str] = {}
         for currency, wagers, decisions in self._by_currency():
             jackpot = any(w.spot is Spot.JACKPOT for w in wagers)
             meter = meters(table, currency) if jackpot else None
@@ -380,22 +397,22 @@ class Round:
                 movements.append({"currency": currency, **_movement_data(settled.meter)})
             hands = dict(settled.hands)
         data = {
-            **_event_data(event, digest),
+            **snap.data(),
             "paytable": _paytable_data(table),
-            "hands": hands if results else {},
+            "hands": hands,
             "results": results,
             "jackpot": movements,
             "postings": postings(results, movements),
         }
-        return Fact(SETTLED, data, f"{event_id}:settled")
+        return Fact(SETTLED, data, f"{snap.event.event_id}:settled")
 
-    def _void(self, event: RoundVoided, digest: str) -> Fact:
+    def _void(self, event: RoundVoided, snap: Snapshot) -> Fact:
         results: list[dict[str, Any]] = []
         for currency, wagers, decisions in self._by_currency():
             results += [_result_data(r, currency) for r in holdem.void(wagers, decisions).results]
         table = self._table
         data = {
-            **_event_data(event, digest),
+            **snap.data(),
             "paytable": _paytable_data(table),
             "reason": event.payload.reason,
             "results": results,
@@ -520,13 +537,9 @@ def _paytable_data(table: PayTable) -> dict[str, Any]:
     return {"id": table.id, "version": table.version, "hash": table.content_hash}
 
 
-def _event_data(event: FeedEvent, digest: str) -> dict[str, Any]:
-    return {"event": event.model_dump(mode="json"), "fingerprint": digest}
-
-
-def _rejected(event: FeedEvent, digest: str, code: str, reason: str, *, uses_seq: bool) -> Fact:
-    data = {**_event_data(event, digest), "code": code, "reason": reason, "uses_seq": uses_seq}
-    return Fact(REJECTED, data, f"{event.event_id}:rejected:{digest}")
+def _rejected(snap: Snapshot, code: str, reason: str, *, uses_seq: bool) -> Fact:
+    data = {**snap.data(), "code": code, "reason": reason, "uses_seq": uses_seq}
+    return Fact(REJECTED, data, f"{snap.event.event_id}:rejected:{snap.digest}")
 
 
 def _result_data(result: holdem.BetResult, currency: str) -> dict[str, Any]:

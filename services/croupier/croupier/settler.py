@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from croupier.contract import (
+    BetLine,
     BetPlaced,
     ContractError,
     FeedEvent,
@@ -26,7 +27,7 @@ from croupier.contract import (
 )
 from croupier.ledger import Ledger, NewEvent, OutboxMessage, RecordedEvent, StreamAppend
 from croupier.round import HELD, REJECTED, SETTLED, VOIDED, Fact, Round, stream_name
-from holdem import PayTable, PayTableError, load_paytable
+from holdem import Outcome, PayTable, PayTableError, Spot, load_paytable
 
 SETTLEMENTS_EXCHANGE: Final = "croupier.settlements"
 REJECTIONS_STREAM: Final = "rejections"
@@ -71,31 +72,36 @@ def message_id(table_id: str, round_id: str, player_id: str, currency: str) -> s
 
 
 def settlement_results(closed: Mapping[str, Any], position: int) -> list[SettlementResult]:
-    """One result per player and currency from a ``round.settled`` or ``round.voided`` fact."""
+    """One result per player and currency from a ``round.settled`` or ``round.voided`` fact.
+
+    Built without re-validation: the fact was produced by the rules core, which already
+    guarantees each line's outcome and amount, and the totals are summed right here.
+    """
     event = closed["event"]
     table_id, round_id = event["table_id"], event["round_id"]
-    by_owner: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    by_owner: dict[tuple[str, str], list[BetLine]] = {}
     for line in closed["results"]:
-        by_owner.setdefault((line["player_id"], line["currency"]), []).append(line)
-    return [
-        SettlementResult.model_validate(
-            {
-                "message_id": message_id(table_id, round_id, player, currency),
-                "table_id": table_id,
-                "round_id": round_id,
-                "player_id": player,
-                "currency": currency,
-                "bets": [
-                    {k: line[k] for k in ("bet_id", "spot", "stake", "returned", "outcome")}
-                    for line in lines
-                ],
-                "stake_total": sum(line["stake"] for line in lines),
-                "returned_total": sum(line["returned"] for line in lines),
-                "ledger_position": position,
-            },
-            strict=False,
+        bet = BetLine.model_construct(
+            bet_id=line["bet_id"],
+            spot=Spot(line["spot"]),
+            stake=line["stake"],
+            returned=line["returned"],
+            outcome=Outcome(line["outcome"]),
         )
-        for (player, currency), lines in by_owner.items()
+        by_owner.setdefault((line["player_id"], line["currency"]), []).append(bet)
+    return [
+        SettlementResult.model_construct(
+            message_id=message_id(table_id, round_id, player, currency),
+            table_id=table_id,
+            round_id=round_id,
+            player_id=player,
+            currency=currency,
+            bets=bets,
+            stake_total=sum(bet.stake for bet in bets),
+            returned_total=sum(bet.returned for bet in bets),
+            ledger_position=position,
+        )
+        for (player, currency), bets in by_owner.items()
     ]
 
 
@@ -122,13 +128,15 @@ class Settler:
         """Decide and record a batch; returns once its facts are committed."""
         work = _Batch()
         try:
-            for message in batch:
-                work.report.handled += await self._decide(message, work)
+            parsed = [_parse(message) for message in batch]
+            await self._load_rounds([e for e in parsed if not isinstance(e, ContractError)], work)
+            for message, event in zip(batch, parsed, strict=True):
+                work.report.handled += await self._decide(message, event, work)
             await self._commit(work)
         except BaseException:
             self.forget()
             raise
-        for stream, (state, _) in work.rounds.items():
+        for stream, state in work.rounds.items():
             self._remember(stream, state, work.versions[stream])
         for key, level in work.meters.items():
             self._meters[key] = (level, work.versions[key])
@@ -140,7 +148,7 @@ class Settler:
         for stream, (state, version) in list(self._rounds.items()):
             if state.table is not None or not state.held:
                 continue
-            work.rounds[stream] = (state, version)
+            work.rounds[stream] = state
             work.versions[stream] = version
             for fact in state.abandon():
                 work.add(stream, fact)
@@ -164,18 +172,18 @@ class Settler:
 
     # -- deciding --------------------------------------------------------------------------
 
-    async def _decide(self, message: Inbound, work: _Batch) -> list[Handled]:
+    async def _decide(
+        self, message: Inbound, event: FeedEvent | ContractError, work: _Batch
+    ) -> list[Handled]:
         """What became of the message, then of any held events it released."""
-        try:
-            event = parse_event(message.body)
-        except ContractError as error:
-            fact = _raw_rejection(message.body, "contract", str(error), error.event_id)
+        if isinstance(event, ContractError):
+            fact = _raw_rejection(message.body, "contract", str(event), event.event_id)
             work.add(REJECTIONS_STREAM, fact, expected=None)
             return [
-                Handled(message.ref, "rejected", error.event_id, code="contract", reason=str(error))
+                Handled(message.ref, "rejected", event.event_id, code="contract", reason=str(event))
             ]
         stream = stream_name(event.table_id, event.round_id)
-        state = await self._round(stream, event.table_id, event.round_id, work)
+        state = work.rounds[stream]
         await self._load_meters(state, event)
         facts = state.receive(event, lambda table, currency: self._meter(table, currency, work))
         for fact in facts:
@@ -191,19 +199,23 @@ class Settler:
         handled[0] = replace(handled[0], ref=message.ref)
         return handled
 
-    async def _round(self, stream: str, table_id: str, round_id: str, work: _Batch) -> Round:
-        if stream in work.rounds:
-            return work.rounds[stream][0]
-        cached = self._rounds.get(stream)
-        if cached is None:
-            state = Round(table_id, round_id)
-            recorded = await self.ledger.read_stream(stream)
-            for record in recorded:
+    async def _load_rounds(self, events: Sequence[FeedEvent], work: _Batch) -> None:
+        """Bring every round the batch touches into it: from the cache, else the ledger."""
+        missing: dict[str, Round] = {}
+        for event in events:
+            stream = stream_name(event.table_id, event.round_id)
+            if stream in work.rounds or stream in missing:
+                continue
+            cached = self._rounds.get(stream)
+            if cached is None:
+                missing[stream] = Round(event.table_id, event.round_id)
+            else:
+                work.rounds[stream], work.versions[stream] = cached
+        recorded = await self.ledger.read_streams(list(missing)) if missing else {}
+        for stream, state in missing.items():
+            for record in recorded[stream]:
                 state.apply(Fact(record.type, record.data, record.key))
-            cached = (state, len(recorded))
-        work.rounds[stream] = cached
-        work.versions[stream] = cached[1]
-        return cached[0]
+            work.rounds[stream], work.versions[stream] = state, len(recorded[stream])
 
     def _remember(self, stream: str, state: Round, version: int) -> None:
         self._rounds[stream] = (state, version)
@@ -285,7 +297,7 @@ def meter_stream(paytable_id: str, currency: str) -> str:
 @dataclass
 class _Batch:
     report: BatchReport = field(default_factory=BatchReport)
-    rounds: dict[str, tuple[Round, int]] = field(default_factory=dict)
+    rounds: dict[str, Round] = field(default_factory=dict)
     versions: dict[str, int] = field(default_factory=dict)
     meters: dict[str, int] = field(default_factory=dict)
     appends: dict[str, list[NewEvent]] = field(default_factory=dict)
@@ -299,6 +311,13 @@ class _Batch:
         self.appends[stream].append(NewEvent(fact.type, fact.data, fact.key))
         if stream in self.versions:
             self.versions[stream] += 1
+
+
+def _parse(message: Inbound) -> FeedEvent | ContractError:
+    try:
+        return parse_event(message.body)
+    except ContractError as error:
+        return error
 
 
 def _handled_fact(fact: Fact) -> Handled:

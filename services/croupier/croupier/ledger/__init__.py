@@ -187,8 +187,12 @@ class Ledger(ABC):
         """
 
     @abstractmethod
+    async def read_streams(self, streams: Sequence[str]) -> dict[str, list[RecordedEvent]]:
+        """The events of each stream in version order (an empty list for a new stream)."""
+
     async def read_stream(self, stream: str) -> list[RecordedEvent]:
         """All events of ``stream`` in version order."""
+        return (await self.read_streams([stream]))[stream]
 
     @abstractmethod
     async def read_all(self, after_position: int = 0, limit: int = 1000) -> list[RecordedEvent]:

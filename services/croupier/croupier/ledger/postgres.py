@@ -159,11 +159,15 @@ class PostgresLedger(Ledger):
         if plan.outbox:
             await conn.execute(_INSERT_OUTBOX, *zip(*plan.outbox, strict=True))
 
-    async def read_stream(self, stream: str) -> list[RecordedEvent]:
+    async def read_streams(self, streams: Sequence[str]) -> dict[str, list[RecordedEvent]]:
+        wanted = list(dict.fromkeys(streams))
         rows = await (await self.pool()).fetch(
-            f"{_SELECT} WHERE stream = $1 ORDER BY version", stream
+            f"{_SELECT} WHERE stream = ANY($1::text[]) ORDER BY position", wanted
         )
-        return [recorded(_chain_row(row)) for row in rows]
+        found: dict[str, list[RecordedEvent]] = {stream: [] for stream in wanted}
+        for row in rows:
+            found[row["stream"]].append(recorded(_chain_row(row)))
+        return found
 
     async def read_all(self, after_position: int = 0, limit: int = 1000) -> list[RecordedEvent]:
         return [recorded(row) for row in await self._chain_page(after_position, limit)]

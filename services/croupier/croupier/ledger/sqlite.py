@@ -106,10 +106,14 @@ class SqliteLedger(Ledger):
             return []
         return await self._writer.run(lambda conn: _append(conn, appends, outbox))
 
-    async def read_stream(self, stream: str) -> list[RecordedEvent]:
-        sql = f"SELECT {_COLUMNS} FROM events WHERE stream = ? ORDER BY version"
-        rows = await self._read(sql, (stream,))
-        return [recorded(ChainRow(*row)) for row in rows]
+    async def read_streams(self, streams: Sequence[str]) -> dict[str, list[RecordedEvent]]:
+        sql = f"SELECT {_COLUMNS} FROM events WHERE stream IN ({{marks}})"
+        wanted = list(dict.fromkeys(streams))
+        rows = await self._reader.run(lambda conn: list(_in_chunks(conn, sql, wanted)))
+        found: dict[str, list[RecordedEvent]] = {stream: [] for stream in wanted}
+        for row in sorted(rows, key=lambda r: r[0]):
+            found[row[1]].append(recorded(ChainRow(*row)))
+        return found
 
     async def read_all(self, after_position: int = 0, limit: int = 1000) -> list[RecordedEvent]:
         return [recorded(row) for row in await self._chain_page(after_position, limit)]
