@@ -178,7 +178,9 @@ class Settler:
         """What became of the message, then of any held events it released."""
         if isinstance(event, ContractError):
             fact = _raw_rejection(message.body, "contract", str(event), event.event_id)
-            work.add(REJECTIONS_STREAM, fact, expected=None)
+            if fact.key not in work.raw_rejections:  # the same bytes twice in a batch: kept once
+                work.raw_rejections.add(fact.key)
+                work.add(REJECTIONS_STREAM, fact, expected=None)
             return [
                 Handled(message.ref, "rejected", event.event_id, code="contract", reason=str(event))
             ]
@@ -303,6 +305,7 @@ class _Batch:
     appends: dict[str, list[NewEvent]] = field(default_factory=dict)
     expected: dict[str, int | None] = field(default_factory=dict)
     outbox: list[OutboxMessage] = field(default_factory=list)
+    raw_rejections: set[str] = field(default_factory=set)
 
     def add(self, stream: str, fact: Fact, *, expected: int | None = -1) -> None:
         if stream not in self.appends:
