@@ -1,4 +1,4 @@
-"""Integration test services: the real PostgreSQL (and, later, RabbitMQ).
+"""Integration test services: the real PostgreSQL and RabbitMQ.
 
 A service that cannot be reached fails the test with instructions; integration tests are
 never skipped.
@@ -12,8 +12,10 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from urllib.parse import urlsplit, urlunsplit
 
+import aio_pika
 import asyncpg
 import pytest
+from aio_pika.exceptions import AMQPError
 
 POSTGRES_URL = os.environ.get(
     "CROUPIER_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test"
@@ -64,3 +66,27 @@ async def scratch_database() -> AsyncIterator[str]:
             await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         finally:
             await admin.close()
+
+
+RABBITMQ_URL = os.environ.get("CROUPIER_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
+
+_RABBITMQ_HINT = (
+    "start it with `make services` or `rabbitmq-server -detached`, "
+    "or point CROUPIER_TEST_AMQP_URL at a reachable broker"
+)
+
+
+async def connect_rabbitmq(url: str = RABBITMQ_URL) -> aio_pika.abc.AbstractConnection:
+    """A connection to ``url``; fails the test with a how-to-start message if unreachable."""
+    try:
+        return await aio_pika.connect(url, timeout=10)
+    except (OSError, AMQPError, TimeoutError) as error:
+        pytest.fail(f"RabbitMQ at {url} is unreachable ({error}); {_RABBITMQ_HINT}", pytrace=False)
+
+
+@pytest.fixture
+async def rabbitmq_url() -> str:
+    """The test broker's URL, once a connection to it has been proven."""
+    connection = await connect_rabbitmq()
+    await connection.close()
+    return RABBITMQ_URL

@@ -174,7 +174,5 @@ def _redeliver(messages: list[FeedMessage], rng: random.Random) -> list[FeedMess
 def _tear(messages: list[FeedMessage], rng: random.Random) -> list[FeedMessage]:
     i = rng.randrange(len(messages))
     whole = messages[i]
-    torn = replace(
-        whole, body=whole.body[: len(whole.body) // 2], event=None, event_id=None, fault="malformed"
-    )
+    torn = replace(whole, body=whole.body[: len(whole.body) // 2], event=None, fault="malformed")
     return [*messages[:i], torn, *messages[i:]]

@@ -99,6 +99,7 @@ def test_torn_line_is_followed_by_the_whole_event() -> None:
         if message.fault == "malformed":
             whole = next(m for m in messages[i + 1 :] if m.table_id == message.table_id)
             assert whole.body.startswith(message.body)
+            assert whole.event_id == message.event_id and message.event is None
             with pytest.raises(ValueError):
                 json.loads(message.body)
 
