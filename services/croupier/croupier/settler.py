@@ -279,10 +279,13 @@ class Settler:
     async def _commit(self, work: _Batch) -> None:
         if not work.appends:
             return
-        appends = [
-            StreamAppend(stream, work.expected.get(stream), events)
-            for stream, events in work.appends.items()
-        ]
+        appends: list[StreamAppend] = []
+        for stream, events in work.appends.items():
+            expected = work.expected.get(stream)
+            if expected is None:  # kept rejections: one recorded before is a no-op anywhere
+                appends += [StreamAppend(stream, None, [event]) for event in events]
+            else:
+                appends.append(StreamAppend(stream, expected, events))
         recorded = await self.ledger.append(appends, work.outbox)
         closed = [r for r in recorded if r.type in (SETTLED, VOIDED)]
         work.report.closed = closed
