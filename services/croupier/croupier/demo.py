@@ -1,0 +1,304 @@
+"""The main job: the live service and a studio playing tables, side by side.
+
+On the local RabbitMQ and PostgreSQL when both answer (or as configured), else on the
+in-process bus and the embedded SQLite ledger: the same service code either way. A demo
+wallet takes every settlement result, deduplicating on ``message_id``, and the closing
+summary reconciles what it was paid against the ledger.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import socket
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from aio_pika.abc import AbstractIncomingMessage
+
+from croupier.bus import SETTLEMENTS_EXCHANGE, Bus, Outgoing
+from croupier.bus.memory import MemoryBus
+from croupier.config import EMBEDDED_LEDGER_URL, Settings
+from croupier.ledger import Ledger, open_ledger
+from croupier.round import SETTLED, VOIDED
+from croupier.service import Service
+from holdem import load_paytable
+from studio.config import Faults, StudioConfig, parse_table_specs
+from studio.feed import simulate
+from studio.message import FeedMessage
+
+DEMO_TABLES = (
+    "classic:shared=40",
+    "royal-20:boxes=7",
+    "progressive:shared=40",
+    "standard:shared=40",
+)
+Say = Callable[[str], None]
+
+
+@dataclass
+class Wallet:
+    """The demo's wallets: each result of this run's tables applied once, redeliveries ignored."""
+
+    tables: str
+    paid: Counter[str] = field(default_factory=Counter)
+    seen: set[str] = field(default_factory=set)
+    rounds: set[tuple[str, str]] = field(default_factory=set)
+    duplicates: int = 0
+    settled: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def credit(self, result: Outgoing) -> None:
+        """Apply one result (a repeated ``message_id`` is ignored)."""
+        table_id = str(result.body["table_id"])
+        if not table_id.startswith(self.tables):
+            return
+        if result.message_id in self.seen:
+            self.duplicates += 1
+            return
+        self.seen.add(result.message_id)
+        self.rounds.add((table_id, str(result.body["round_id"])))
+        self.paid[str(result.body["currency"])] += int(result.body["returned_total"])
+
+
+@dataclass
+class GameTotals:
+    """Ledger totals of one game."""
+
+    rounds: int = 0
+    voided: int = 0
+    bets: int = 0
+    wagered: Counter[str] = field(default_factory=Counter)
+    returned: Counter[str] = field(default_factory=Counter)
+
+
+def reachable(url: str, default_port: int) -> bool:
+    """Whether something listens at the URL's host and port."""
+    parts = urlsplit(url)
+    try:
+        with socket.create_connection(
+            (parts.hostname or "127.0.0.1", parts.port or default_port), 1
+        ):
+            return True
+    except OSError:
+        return False
+
+
+async def run_demo(rounds: int, seed: int | None, say: Say, *, embedded: bool = False) -> int:
+    """Play ``rounds`` rounds through the service; print progress and a summary."""
+    settings = Settings.from_env()
+    live = not embedded and _live_available(settings)
+    if not live and (settings.database_configured or settings.amqp_configured) and not embedded:
+        say("CROUPIER_DATABASE_URL / CROUPIER_AMQP_URL are set but not reachable; stopping.")
+        return 1
+    run_id = secrets.token_hex(3)
+    config = StudioConfig(
+        tables=parse_table_specs(list(DEMO_TABLES), prefix=f"demo-{run_id}"),
+        rounds=rounds,
+        seed=secrets.randbits(32) if seed is None else seed,
+        timeout_rate=0.02,
+        side_bet_rate=0.3,
+        faults=Faults(void=0.01, duplicate_card=0.003, redelivery=0.01, wrong_call=0.003),
+    )
+    ledger, bus = await _infrastructure(live, settings, say)
+    wallet = Wallet(f"demo-{run_id}-")
+    async with ledger:
+        service = Service(ledger, bus)
+        await ledger.migrate()
+        start = await ledger.last_position()
+        await service.start(http_port=_free_port(settings.http_port))
+        say(f"metrics on http://127.0.0.1:{service.http_port}/metrics")
+        try:
+            await _play(config, bus, settings, wallet, service, say)
+        finally:
+            await service.stop()
+        totals = await _ledger_totals(ledger, start, wallet.tables)
+    say(_summary(totals, wallet))
+    return 0
+
+
+def _live_available(settings: Settings) -> bool:
+    return reachable(settings.database_url, 5432) and reachable(settings.amqp_url, 5672)
+
+
+async def _infrastructure(live: bool, settings: Settings, say: Say) -> tuple[Ledger, Bus]:
+    if live:
+        from croupier.bus.amqp import AmqpBus
+        from croupier.ledger.postgres import create_database_if_missing
+
+        await create_database_if_missing(settings.database_url)
+        broker, database = _safe(settings.amqp_url), _safe(settings.database_url)
+        say(f"live mode: RabbitMQ at {broker}, PostgreSQL at {database}")
+        return open_ledger(settings.database_url), AmqpBus(settings.amqp_url)
+    Path(EMBEDDED_LEDGER_URL.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    say(
+        f"embedded mode: in-process bus, SQLite ledger at {EMBEDDED_LEDGER_URL.removeprefix('sqlite:///')}"
+    )
+    say("  (live mode needs RabbitMQ and PostgreSQL: the local ones, or CROUPIER_AMQP_URL")
+    say("   and CROUPIER_DATABASE_URL)")
+    return open_ledger(EMBEDDED_LEDGER_URL), MemoryBus()
+
+
+def _safe(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.hostname}:{parts.port}{parts.path}"
+
+
+def _free_port(preferred: int) -> int:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("0.0.0.0", preferred))
+        except OSError:
+            return 0
+    return preferred
+
+
+async def _play(
+    config: StudioConfig,
+    bus: Bus,
+    settings: Settings,
+    wallet: Wallet,
+    service: Service,
+    say: Say,
+) -> None:
+    messages = list(simulate(config))
+    say(f"studio: {len(config.tables)} tables, {config.rounds} rounds, {len(messages)} events")
+    started = time.perf_counter()
+    sent = asyncio.Event()
+    if isinstance(bus, MemoryBus):
+        bus.subscribe("#", wallet.credit)
+        publishing = asyncio.create_task(_publish_in_process(bus, messages, sent))
+    else:
+        publishing = asyncio.create_task(_publish_amqp(messages, settings.amqp_url, wallet, sent))
+    while True:
+        await asyncio.sleep(0.5)
+        backlog = await _backlog(bus, settings)
+        pending = len(await service.ledger.pending_outbox(1))
+        elapsed = time.perf_counter() - started
+        say(
+            f"  {elapsed:5.1f}s  rounds paid {len(wallet.rounds):>5}/{config.rounds}"
+            f"  results paid {len(wallet.seen):>6}  feed backlog {backlog:>6}"
+        )
+        if sent.is_set() and backlog == 0 and pending == 0 and service.consumer.healthy:
+            await asyncio.sleep(0.5)  # results confirmed by the broker may still be on the way
+            wallet.settled.set()
+            await publishing
+            break
+
+
+async def _publish_in_process(
+    bus: MemoryBus, messages: Iterable[FeedMessage], sent: asyncio.Event
+) -> None:
+    for i, message in enumerate(messages):
+        await bus.publish_feed(message.routing_key, message.body, message.event_id)
+        if i % 200 == 0:
+            await asyncio.sleep(0.01)  # a studio deals in real time; let the service keep up
+    sent.set()
+
+
+async def _publish_amqp(
+    messages: list[FeedMessage], url: str, wallet: Wallet, sent: asyncio.Event
+) -> None:
+    """Publish the feed to RabbitMQ while a wallet queue takes the settlement results."""
+    import aio_pika
+
+    from studio.publisher import publish
+
+    async def on_result(message: AbstractIncomingMessage) -> None:
+        async with message.process():
+            body = json.loads(message.body)
+            wallet.credit(Outgoing(message.message_id or "", message.routing_key or "", body))
+
+    async with await aio_pika.connect_robust(url) as connection:
+        channel = await connection.channel()
+        settlements = await channel.get_exchange(SETTLEMENTS_EXCHANGE)
+        queue = await channel.declare_queue(exclusive=True)
+        await queue.bind(settlements, "#")
+        await queue.consume(on_result)
+        await publish(messages, url)
+        sent.set()
+        await wallet.settled.wait()
+
+
+async def _backlog(bus: Bus, settings: Settings) -> int:
+    if isinstance(bus, MemoryBus):
+        return bus.backlog + len(bus.unacked)
+    import aio_pika
+
+    connection = await aio_pika.connect(settings.amqp_url)
+    try:
+        channel = await connection.channel()
+        queue = await channel.declare_queue("croupier.feed", passive=True)
+        return int(queue.declaration_result.message_count or 0)
+    finally:
+        await connection.close()
+
+
+async def _ledger_totals(ledger: Ledger, after: int, prefix: str) -> dict[str, GameTotals]:
+    totals: dict[str, GameTotals] = {}
+    while page := await ledger.read_all(after, 5000):
+        after = page[-1].position
+        for record in page:
+            if record.type not in (SETTLED, VOIDED) or not record.stream.startswith(
+                f"round:{prefix}"
+            ):
+                continue
+            game = str(load_paytable(record.data["paytable"]["id"]).game)
+            game_totals = totals.setdefault(game, GameTotals())
+            game_totals.rounds += record.type == SETTLED
+            game_totals.voided += record.type == VOIDED
+            for line in record.data["results"]:
+                game_totals.bets += 1
+                game_totals.wagered[line["currency"]] += line["stake"]
+                game_totals.returned[line["currency"]] += line["returned"]
+    return totals
+
+
+_HEADER = ("game", "rounds", "voided", "bets", "wagered", "returned", "hold", "hold %")
+_WIDTHS = (20, 8, 8, 8, 14, 14, 12, 8)
+
+
+def _row(cells: Iterable[object]) -> str:
+    return "".join(
+        f"{cell:<{w}}" if i == 0 else f"{cell:>{w}}"
+        for i, (cell, w) in enumerate(zip(cells, _WIDTHS, strict=True))
+    )
+
+
+def _summary(totals: dict[str, GameTotals], wallet: Wallet) -> str:
+    lines = ["", _row(_HEADER)]
+    returned: Counter[str] = Counter()
+    for game, t in sorted(totals.items()):
+        for currency in sorted(t.wagered):
+            w, r = t.wagered[currency], t.returned[currency]
+            returned[currency] += r
+            hold = _percent(w - r, w)
+            lines.append(
+                _row((game, t.rounds, t.voided, t.bets, _money(w), _money(r), _money(w - r), hold))
+            )
+    for currency in sorted(returned | wallet.paid):
+        verdict = "balanced" if returned[currency] == wallet.paid[currency] else "MISMATCH"
+        lines.append(
+            f"wallets {currency}: ledger returned {_money(returned[currency])}, "
+            f"wallets paid {_money(wallet.paid[currency])}: {verdict} "
+            f"({wallet.duplicates} redelivered results ignored)"
+        )
+    return "\n".join(lines)
+
+
+def _percent(part: int, whole: int) -> str:
+    """``part / whole`` as a percentage with two decimals, in integer arithmetic."""
+    if not whole:
+        return "-"
+    basis_points = abs(part) * 10000 // whole
+    return f"{'-' if part < 0 else ''}{basis_points // 100}.{basis_points % 100:02d}%"
+
+
+def _money(minor: int) -> str:
+    """Minor units as a decimal amount (two decimals, as EUR has), without floats."""
+    units, cents = divmod(abs(minor), 100)
+    return f"{'-' if minor < 0 else ''}{units:,}.{cents:02d}"
