@@ -297,3 +297,17 @@ async def test_reject_unopened_rejects_what_waits_for_a_round_never_opened(
     assert "never opened" in (report.handled[0].reason or "")
     kinds = [r.type for r in await ledger.read_stream("round:t1:r1")]
     assert kinds == ["feed.held", "feed.held", "feed.rejected", "feed.rejected"]
+
+
+async def test_a_malformed_message_repeated_in_and_across_batches_is_kept_once(
+    ledger: Ledger,
+) -> None:
+    settler = Settler(ledger)
+    first, second = "{not json", "[1, 2]"
+    report = await settler.handle(inbound([first, first]))
+    assert [h.verdict for h in report.handled] == ["rejected", "rejected"]
+    report = await settler.handle(inbound([second, first, RoundFeed().opened()]))
+
+    assert [h.verdict for h in report.handled] == ["rejected", "rejected", "accepted"]
+    kept = await ledger.read_stream(REJECTIONS_STREAM)
+    assert [r.data["raw"] for r in kept] == [first, second]
