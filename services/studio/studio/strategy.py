@@ -74,13 +74,26 @@ def passive_action(game: Game, stage: Stage) -> Action:
     return Action.CHECK if Action.CHECK in actions else Action.FOLD
 
 
+def _rank_mask(cards: Sequence[int]) -> int:
+    """Bit r set for each rank r present (2..14), and bit 1 for an ace (it also plays low)."""
+    mask = 0
+    for card in cards:
+        mask |= 1 << rank_of(card)
+    return mask | ((mask >> _ACE) & 1) << 1
+
+
+def _run_of(mask: int, length: int) -> bool:
+    """Whether ``length`` consecutive ranks are all present."""
+    run = mask
+    for shift in range(1, length):
+        run &= mask >> shift
+    return run != 0
+
+
 def has_pair_or_better(cards: Sequence[int]) -> bool:
     """A pair or better among five or more cards: a repeated rank, a flush or a straight."""
-    ranks = [rank_of(card) for card in cards]
-    if len(set(ranks)) < len(ranks) or has_flush(cards):
-        return True
-    present = set(ranks) | ({1} if _ACE in ranks else set())
-    return any(all(r + i in present for i in range(5)) for r in range(1, 11))
+    ranks = {rank_of(card) for card in cards}
+    return len(ranks) < len(cards) or has_flush(cards) or _run_of(_rank_mask(cards), 5)
 
 
 def has_flush(cards: Sequence[int]) -> bool:
@@ -102,10 +115,7 @@ def _longest_suit(cards: Sequence[int]) -> int:
 
 def has_straight_draw(cards: Sequence[int]) -> bool:
     """Four ranks in a row (an open-ended draw, or a made straight), ace high or low."""
-    ranks = {rank_of(card) for card in cards}
-    if _ACE in ranks:
-        ranks.add(1)
-    return any(all(r + i in ranks for i in range(4)) for r in range(1, 12))
+    return _run_of(_rank_mask(cards), 4)
 
 
 @lru_cache(maxsize=1024)

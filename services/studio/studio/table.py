@@ -265,7 +265,7 @@ class StudioTable:
         messages = []
         for seq, step in enumerate(draft.steps, start=1):
             event_id = uuid4_text(getrandbits(128))
-            kind = step.event_type.value
+            kind = _TYPE_TEXT[step.event_type]
             occurred_at = clock.text(step.at_ms)
             event = {
                 "event_id": event_id,
@@ -289,6 +289,7 @@ class StudioTable:
 
 
 _COMPACT = json.JSONEncoder(separators=(",", ":"))
+_TYPE_TEXT = {kind: kind.value for kind in EventType}
 _UUID_CLEAR = ~((0xF000 << 64) | (0xC000 << 48))
 _UUID_SET = (4 << 76) | (0x8000 << 48)
 
