@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 import yaml
+
 from croupier.contract import EventType
 
 CONTRACTS = Path(__file__).resolve().parents[3] / "contracts"

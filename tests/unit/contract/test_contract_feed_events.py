@@ -7,6 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from contract_examples import VALID, broken, text
+from pydantic import ValidationError
+
 from croupier.contract import (
     EVENT_MODELS,
     Action,
@@ -25,7 +27,6 @@ from croupier.contract import (
     Target,
     parse_event,
 )
-from pydantic import ValidationError
 
 EXPECTED_CLASS = {
     "round.opened": RoundOpened,

@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 from contract_examples import SETTLEMENT, VALID
-from croupier.schemas import check_schemas, expected_files, write_schemas
 from jsonschema import Draft202012Validator
 from test_contract_errors import BROKEN_FIELDS, Bad
+
+from croupier.schemas import check_schemas, expected_files, write_schemas
 
 CONTRACTS = Path(__file__).resolve().parents[3] / "contracts"
 

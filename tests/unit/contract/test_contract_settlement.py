@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 from contract_examples import SETTLEMENT
-from croupier.contract import BetLine, Outcome, Rejection, SettlementResult, Spot
 from pydantic import ValidationError
+
+from croupier.contract import BetLine, Outcome, Rejection, SettlementResult, Spot
 
 
 def result(**changes: Any) -> dict[str, Any]:
