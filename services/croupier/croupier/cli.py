@@ -10,15 +10,15 @@ from collections.abc import Sequence
 # Each module defines ``register(subparsers) -> None``, which adds its parser with
 # ``set_defaults(run=...)``; ``run(args) -> int`` returns the exit status.
 COMMANDS = (
+    "demo",
+    "serve",
     "replay",
+    "simulate",
     "migrate",
     "verify",
-    "contracts",
     "par",
     "odds",
-    "serve",
-    "simulate",
-    "demo",
+    "contracts",
 )
 
 
@@ -30,13 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
-        try:
-            module = importlib.import_module(f"croupier.commands.{name}")
-        except ModuleNotFoundError as error:
-            if error.name != f"croupier.commands.{name}":
-                raise
-            continue
-        module.register(subparsers)
+        importlib.import_module(f"croupier.commands.{name}").register(subparsers)
     return parser
 
 
