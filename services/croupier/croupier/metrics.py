@@ -12,7 +12,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from holdem import load_paytable
+from holdem import load_paytable, paytable_ids
+from holdem.odds.par import ParDataError, load_par
 
 
 class Metrics:
@@ -76,6 +77,16 @@ class Metrics:
             ["game", "paytable"],
             registry=r,
         )
+
+    def publish_theoretical_rtp(self) -> None:
+        """Set each pay table's theoretical RTP from its stored PAR sheet (when there is one)."""
+        for paytable_id in paytable_ids():
+            table = load_paytable(paytable_id)
+            try:
+                sheet = load_par(table)
+            except ParDataError:
+                continue
+            self.theoretical_rtp.labels(str(table.game), table.id).set(float(sheet.base.rtp()))
 
     def observe_closed(self, facts: Iterable[Mapping[str, Any]], status: str) -> None:
         """Count a settled or voided round's wagers and returns."""

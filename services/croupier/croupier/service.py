@@ -38,6 +38,7 @@ class Service:
         self.ledger = ledger
         self.bus = bus
         self.metrics = metrics or Metrics()
+        self.metrics.publish_theoretical_rtp()
         self.settler = Settler(ledger)
         self.relay = OutboxRelay(ledger, bus, self.metrics)
         self.consumer = FeedConsumer(
