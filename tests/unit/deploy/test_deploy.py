@@ -1,0 +1,334 @@
+"""deploy/: the compose file, Prometheus rules and the Grafana dashboard agree with the code.
+
+Every metric a rule or a panel reads must be one croupier.metrics.Metrics exports (or a
+recording rule of rules.yml), with the labels it really has; promtool checks the
+Prometheus config and rules and runs the rule unit tests in deploy/prometheus/tests.yml.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from prometheus_client import Metric
+
+from croupier import bus
+from croupier.config import DEFAULT_HTTP_PORT
+from croupier.metrics import Metrics
+from holdem import Spot
+
+DEPLOY = Path(__file__).resolve().parents[3] / "deploy"
+PROMETHEUS = DEPLOY / "prometheus"
+DASHBOARD = DEPLOY / "grafana" / "dashboards" / "croupier.json"
+PROMTOOL_MISSING = (
+    "promtool is not installed; it comes with Debian's prometheus package: "
+    "apt-get update && apt-get install -y prometheus"
+)
+
+# Labels Prometheus adds to every scraped series, and the bucket bound of histograms.
+TARGET_LABELS = {"job", "instance"}
+_SUFFIXES = {
+    "counter": ("_total", "_created"),
+    "histogram": ("_bucket", "_sum", "_count", "_created"),
+    "gauge": ("",),
+}
+_METRIC = re.compile(r"\b(croupier[_:][A-Za-z0-9_:]*|up)\b")
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_GROUPING = re.compile(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\(([^)]*)\)")
+_SELECTOR = re.compile(r"\b(croupier_[A-Za-z0-9_]*)\s*\{([^}]*)\}")
+_MATCHER = re.compile(r'(\w+)\s*(?:=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"')
+
+
+def _load_yaml(path: Path) -> Any:
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+def _exported() -> dict[str, set[str]]:
+    """Every series name the service exports, with the labels it carries."""
+    metrics = Metrics()
+    labels = {
+        wrapper._name: set(wrapper._labelnames)
+        for wrapper in vars(metrics).values()
+        if hasattr(wrapper, "_labelnames")
+    }
+    names: dict[str, set[str]] = {}
+    family: Metric
+    for family in metrics.registry.collect():
+        for suffix in _SUFFIXES[family.type]:
+            extra = {"le"} if suffix == "_bucket" else set()
+            names[family.name + suffix] = labels[family.name] | TARGET_LABELS | extra
+    return names
+
+
+EXPORTED = _exported()
+
+
+def _rules() -> list[dict[str, Any]]:
+    doc = _load_yaml(PROMETHEUS / "rules.yml")
+    return [rule for group in doc["groups"] for rule in group["rules"]]
+
+
+def _recorded() -> set[str]:
+    return {rule["record"] for rule in _rules() if "record" in rule}
+
+
+def _panels() -> Iterator[dict[str, Any]]:
+    def walk(panels: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        for panel in panels:
+            yield panel
+            yield from walk(panel.get("panels", []))
+
+    yield from walk(json.loads(DASHBOARD.read_text(encoding="utf-8"))["panels"])
+
+
+def _dashboard_exprs() -> list[str]:
+    doc = json.loads(DASHBOARD.read_text(encoding="utf-8"))
+    exprs = [t["expr"] for p in _panels() for t in p.get("targets", [])]
+    for variable in doc["templating"]["list"]:
+        query = variable["query"]
+        exprs.append(query["query"] if isinstance(query, dict) else query)
+    return exprs
+
+
+def _metric_names(expr: str) -> set[str]:
+    return set(_METRIC.findall(_STRING.sub('""', expr)))
+
+
+def _check_expr(expr: str, recorded: set[str]) -> list[str]:
+    """What is wrong with one PromQL expression: unknown metrics or labels."""
+    problems = []
+    names = _metric_names(expr)
+    raw = {n for n in names if ":" not in n and n != "up"}
+    for name in sorted(names):
+        if ":" in name and name not in recorded:
+            problems.append(f"{name}: no such recording rule in rules.yml")
+        elif ":" not in name and name != "up" and name not in EXPORTED:
+            problems.append(f"{name}: croupier.metrics.Metrics exports no such series")
+    for name, matchers in _SELECTOR.findall(expr):
+        for label, value in _MATCHER.findall(matchers):
+            if name in EXPORTED and label not in EXPORTED[name]:
+                problems.append(f"{name} has no label {label!r}")
+            if label == "spot" and "$" not in value:
+                unknown = set(value.split("|")) - {s.value for s in Spot}
+                if unknown:
+                    problems.append(f"{name}: no spot {sorted(unknown)}")
+    if raw and raw <= EXPORTED.keys():
+        known = set().union(*(EXPORTED[n] for n in raw))
+        for group in _GROUPING.findall(expr):
+            for label in filter(None, (part.strip() for part in group.split(","))):
+                if label not in known:
+                    problems.append(f"grouping by {label!r}, which none of {sorted(raw)} has")
+    return problems
+
+
+def _promtool(*args: str) -> subprocess.CompletedProcess[str]:
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.fail(PROMTOOL_MISSING, pytrace=False)
+    return subprocess.run(
+        [promtool, *args], cwd=PROMETHEUS, capture_output=True, text=True, timeout=300
+    )
+
+
+# ------------------------------------------------------------------------------ compose
+
+
+def test_compose_names_every_service_with_its_image() -> None:
+    services = _load_yaml(DEPLOY / "compose.yaml")["services"]
+    assert set(services) >= {"postgres", "rabbitmq", "croupier", "prometheus", "grafana", "studio"}
+    assert services["postgres"]["image"].startswith("postgres:15")
+    assert services["rabbitmq"]["image"].startswith("rabbitmq:3.13-management")
+    assert services["croupier"]["build"]["dockerfile"] == "deploy/Dockerfile"
+    assert services["croupier"]["command"] == ["serve"]
+    assert services["studio"]["profiles"] == ["studio"]
+    assert services["studio"]["command"][0] == "simulate"
+    assert "--amqp" in services["studio"]["command"]
+
+
+def test_compose_wires_the_environment_the_code_reads() -> None:
+    services = _load_yaml(DEPLOY / "compose.yaml")["services"]
+    env = services["croupier"]["environment"]
+    config = (
+        Path(__file__).resolve().parents[3] / "services/croupier/croupier/config.py"
+    ).read_text()
+    for name in ("CROUPIER_DATABASE_URL", "CROUPIER_AMQP_URL", "CROUPIER_HTTP_PORT"):
+        assert name in config, f"{name} is no longer read by croupier.config"
+        assert name in env, f"compose does not set {name}"
+    assert env["CROUPIER_DATABASE_URL"].startswith("postgresql://")
+    assert "@postgres:5432/" in env["CROUPIER_DATABASE_URL"]
+    assert env["CROUPIER_AMQP_URL"].startswith("amqp://")
+    assert "@rabbitmq:5672/" in env["CROUPIER_AMQP_URL"]
+    assert int(env["CROUPIER_HTTP_PORT"]) == DEFAULT_HTTP_PORT == 9464
+    assert any(
+        p.endswith(f"{DEFAULT_HTTP_PORT}:{DEFAULT_HTTP_PORT}")
+        for p in services["croupier"]["ports"]
+    )
+
+
+def test_compose_starts_things_in_order_of_health() -> None:
+    services = _load_yaml(DEPLOY / "compose.yaml")["services"]
+    assert services["croupier"]["depends_on"] == {
+        "postgres": {"condition": "service_healthy"},
+        "rabbitmq": {"condition": "service_healthy"},
+    }
+    assert services["studio"]["depends_on"]["croupier"]["condition"] == "service_healthy"
+    assert services["grafana"]["depends_on"]["prometheus"]["condition"] == "service_healthy"
+    for name in ("postgres", "rabbitmq", "prometheus", "grafana"):
+        assert services[name]["healthcheck"]["test"], name
+
+
+def test_dockerfile_runs_serve_as_a_non_root_user_with_a_healthcheck() -> None:
+    dockerfile = (DEPLOY / "Dockerfile").read_text()
+    assert dockerfile.startswith("#") and "FROM python:3.11-slim" in dockerfile
+    assert "pip install ." in dockerfile
+    user = re.findall(r"^USER\s+(\S+)", dockerfile, re.M)
+    assert user and user[-1] not in {"root", "0"}
+    assert re.search(r"^HEALTHCHECK .*\n?.*/healthz", dockerfile, re.M)
+    assert f"EXPOSE {DEFAULT_HTTP_PORT}" in dockerfile
+
+
+def test_rabbitmq_definitions_leave_the_service_topology_to_the_service() -> None:
+    definitions = json.loads((DEPLOY / "rabbitmq" / "definitions.json").read_text())
+    assert [e["name"] for e in definitions["exchanges"]] == [bus.SETTLEMENTS_EXCHANGE]
+    assert definitions["exchanges"][0]["type"] == "topic"
+    queues = {q["name"] for q in definitions["queues"]}
+    assert not queues & {bus.FEED_QUEUE, bus.DEAD_LETTER_QUEUE}
+    assert {b["source"] for b in definitions["bindings"]} == {bus.SETTLEMENTS_EXCHANGE}
+    users = {u["name"] for u in definitions["users"]}
+    services = _load_yaml(DEPLOY / "compose.yaml")["services"]
+    amqp = services["croupier"]["environment"]["CROUPIER_AMQP_URL"]
+    assert amqp.split("//", 1)[1].split(":", 1)[0] in users
+
+
+# --------------------------------------------------------------------------- prometheus
+
+
+def test_prometheus_scrapes_croupier_on_its_port() -> None:
+    config = _load_yaml(PROMETHEUS / "prometheus.yml")
+    jobs = {job["job_name"]: job for job in config["scrape_configs"]}
+    targets = [t for sc in jobs["croupier"]["static_configs"] for t in sc["targets"]]
+    assert targets == [f"croupier:{DEFAULT_HTTP_PORT}"]
+    assert jobs["croupier"].get("metrics_path", "/metrics") == "/metrics"
+
+
+def test_exported_names_include_the_suffixes_prometheus_adds() -> None:
+    assert "croupier_events_consumed_total" in EXPORTED
+    assert "croupier_settlement_latency_seconds_bucket" in EXPORTED
+    assert "le" in EXPORTED["croupier_settlement_latency_seconds_bucket"]
+    assert "croupier_outbox_backlog" in EXPORTED
+    assert "croupier_events_consumed" not in EXPORTED
+
+
+def test_rules_read_only_metrics_and_labels_the_service_exports() -> None:
+    recorded = _recorded()
+    problems = [
+        f"{rule.get('record') or rule['alert']}: {p}"
+        for rule in _rules()
+        for p in _check_expr(rule["expr"], recorded)
+    ]
+    assert not problems, "\n".join(problems)
+
+
+def test_the_required_recording_rules_and_alerts_exist() -> None:
+    rules = _rules()
+    recorded = _recorded()
+    alerts = {rule["alert"]: rule for rule in rules if "alert" in rule}
+    assert {
+        "CroupierDown",
+        "CroupierNotReady",
+        "RejectionsSpike",
+        "DeadLettersGrowing",
+        "OutboxBacklog",
+        "UnroutableResults",
+        "SettlementLatencyHigh",
+        "RTPDrift",
+    } <= alerts.keys()
+    for name, alert in alerts.items():
+        annotations = alert["annotations"]
+        assert annotations["summary"] and annotations["description"], name
+        assert "First check" in annotations["description"] or name == "RTPDrift", name
+        assert alert["labels"]["severity"] in {"page", "ticket"}, name
+    assert "Volume guard" in alerts["RTPDrift"]["annotations"]["description"]
+    assert "croupier_theoretical_rtp" in " ".join(r["expr"] for r in rules)
+    assert {
+        "croupier:hold_minor_units:rate5m",
+        "croupier:rtp:ratio1h",
+        "croupier:rtp:ratio24h",
+        "croupier:main_game_return_per_ante:ratio24h",
+        "croupier:rtp_drift:24h",
+        "croupier:events_rejected:ratio_rate5m",
+        "croupier:settlement_latency_seconds:p50_rate5m",
+        "croupier:settlement_latency_seconds:p99_rate5m",
+    } <= recorded
+
+
+def test_promtool_checks_the_config() -> None:
+    result = _promtool("check", "config", "prometheus.yml")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_promtool_checks_the_rules() -> None:
+    result = _promtool("check", "rules", "rules.yml")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_promtool_runs_the_rule_unit_tests() -> None:
+    result = _promtool("test", "rules", "tests.yml")
+    assert result.returncode == 0, result.stdout + result.stderr
+    tested = _load_yaml(PROMETHEUS / "tests.yml")["tests"]
+    alerts = {a["alertname"] for t in tested for a in t.get("alert_rule_test", [])}
+    assert {"RejectionsSpike", "OutboxBacklog", "UnroutableResults", "RTPDrift"} <= alerts
+    for name in ("RejectionsSpike", "OutboxBacklog", "UnroutableResults", "RTPDrift"):
+        cases = [a for t in tested for a in t.get("alert_rule_test", []) if a["alertname"] == name]
+        assert any(c["exp_alerts"] for c in cases), f"no test where {name} fires"
+        assert any(not c["exp_alerts"] for c in cases), f"no test where {name} stays quiet"
+
+
+# ------------------------------------------------------------------------------ grafana
+
+
+def test_grafana_provisioning_points_at_the_dashboard_and_datasource() -> None:
+    provisioning = DEPLOY / "grafana" / "provisioning"
+    datasources = _load_yaml(provisioning / "datasources" / "prometheus.yaml")["datasources"]
+    assert [(d["type"], d["uid"], d["url"]) for d in datasources] == [
+        ("prometheus", "prometheus", "http://prometheus:9090")
+    ]
+    providers = _load_yaml(provisioning / "dashboards" / "croupier.yaml")["providers"]
+    compose = _load_yaml(DEPLOY / "compose.yaml")["services"]["grafana"]
+    assert f"./grafana/dashboards:{providers[0]['options']['path']}:ro" in compose["volumes"]
+
+
+def test_dashboard_is_valid_json_with_a_uid_and_the_rows() -> None:
+    doc = json.loads(DASHBOARD.read_text(encoding="utf-8"))
+    assert doc["uid"] and doc["title"]
+    rows = [p["title"] for p in _panels() if p["type"] == "row"]
+    assert rows == ["Throughput", "Money", "RTP", "Quality", "Latency", "Outbox"]
+    ids = [p["id"] for p in _panels()]
+    assert len(ids) == len(set(ids))
+
+
+def test_every_panel_has_the_provisioned_datasource_and_targets() -> None:
+    for panel in _panels():
+        if panel["type"] == "row":
+            continue
+        assert panel["datasource"] == {"type": "prometheus", "uid": "prometheus"}, panel["title"]
+        assert panel["targets"], panel["title"]
+        for target in panel["targets"]:
+            assert target["expr"].strip(), panel["title"]
+            assert target.get("datasource", panel["datasource"])["uid"] == "prometheus"
+
+
+def test_dashboard_reads_only_metrics_the_service_exports_or_rules_record() -> None:
+    recorded = _recorded()
+    exprs = _dashboard_exprs()
+    problems = [p for expr in exprs for p in _check_expr(expr, recorded)]
+    assert not problems, "\n".join(problems)
+    used = set().union(*(_metric_names(e) for e in exprs))
+    assert used & recorded, "the dashboard should read the recording rules"
