@@ -59,18 +59,20 @@ class Service:
         self._tasks = [
             asyncio.create_task(self.relay.run(), name="outbox-relay"),
             asyncio.create_task(self.consumer.run(), name="feed-consumer"),
+            asyncio.create_task(self._watch_readiness(), name="readiness"),
         ]
-        self.metrics.ready.set(1)
         log.info("croupier serving", http_port=self.http_port)
 
     async def stop(self) -> None:
         """Graceful stop: the batch in hand is committed and acknowledged first."""
+        relay, consumer, watch = self._tasks
+        watch.cancel()
         self.metrics.ready.set(0)
         await self.bus.stop_consuming()
         self.consumer.stop()
-        await self._tasks[1]
+        await consumer
         self.relay.stop()
-        await self._tasks[0]
+        await relay
         with contextlib.suppress(Exception):
             await self.relay.drain(timeout=5)
         await self.probes.close()
@@ -85,11 +87,19 @@ class Service:
             database = True
         except Exception:
             database = False
-        return {
+        checks = {
             "broker": self.bus.connected,
             "consumer": self.bus.attached,
             "database": database and self.consumer.healthy,
         }
+        self.metrics.ready.set(all(checks.values()))
+        return checks
+
+    async def _watch_readiness(self, every: float = 2.0) -> None:
+        """Keep ``croupier_ready`` current between probes, for alerting."""
+        while True:
+            await self.readiness()
+            await asyncio.sleep(every)
 
     async def serve_until_signalled(self, *, http_port: int) -> None:
         """Run until SIGTERM or SIGINT, then stop gracefully."""
