@@ -159,8 +159,18 @@ class FeedConsumer:
         for letter in dead:
             m.dead_lettered.labels(letter.code).inc()
         for closed in report.closed:
-            m.observe_closed([closed.data], "settled" if closed.type == SETTLED else "voided")
+            status = "settled" if closed.type == SETTLED else "voided"
+            m.observe_closed([closed.data], status)
             m.latency.observe(seconds)
+            event = closed.data["event"]
+            log.info(
+                f"round {status}",
+                table_id=event["table_id"],
+                round_id=event["round_id"],
+                event_id=event["event_id"],
+                ledger_position=closed.position,
+                bets=len(closed.data["results"]),
+            )
 
 
 def _count(metrics: Metrics, handled: Handled) -> None:
