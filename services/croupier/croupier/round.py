@@ -143,6 +143,7 @@ _PLAY_SPOT: Final = {
     (Stage.TURN, Action.BET): Spot.TURN_BET,
 }
 _SIDE_BETS: Final = frozenset({Spot.AA_BONUS, Spot.JACKPOT, Spot.PLUS})
+_STAGE_ORDER: Final = (Stage.PREFLOP, Stage.FLOP, Stage.TURN)
 
 
 @dataclass
@@ -523,7 +524,7 @@ class Round:
         return rules
 
     def _folded(self, ante_bet_id: str, stage: Stage) -> bool:
-        earlier = [s for s in (Stage.PREFLOP, Stage.FLOP, Stage.TURN) if s < stage]
+        earlier = _STAGE_ORDER[: _STAGE_ORDER.index(stage)]
         decided = [self.decisions.get((ante_bet_id, s)) for s in earlier]
         if any(d is not None and d.action is Action.FOLD for d in decided):
             return True
