@@ -6,11 +6,13 @@ never skipped.
 
 from __future__ import annotations
 
+import asyncio
 import os
+import subprocess
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import aio_pika
 import asyncpg
@@ -90,3 +92,61 @@ async def rabbitmq_url() -> str:
     connection = await connect_rabbitmq()
     await connection.close()
     return RABBITMQ_URL
+
+
+_RABBITMQCTL_HINT = (
+    "RabbitMQ isolation needs `rabbitmqctl` on PATH and the right to run it (as root or the "
+    "rabbitmq user); start the broker with `make services`"
+)
+
+
+def rabbitmqctl(*args: str, timeout: float = 60) -> str:
+    """Run ``rabbitmqctl`` with ``args``; fails the test with a how-to message on error."""
+    try:
+        done = subprocess.run(
+            ["rabbitmqctl", *args], capture_output=True, text=True, timeout=timeout, check=False
+        )
+    except FileNotFoundError:
+        pytest.fail(f"rabbitmqctl not found; {_RABBITMQCTL_HINT}", pytrace=False)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"rabbitmqctl {' '.join(args)} took over {timeout}s", pytrace=False)
+    if done.returncode != 0:
+        pytest.fail(
+            f"rabbitmqctl {' '.join(args)} failed ({done.returncode}): "
+            f"{done.stderr.strip() or done.stdout.strip()}; {_RABBITMQCTL_HINT}",
+            pytrace=False,
+        )
+    return done.stdout
+
+
+def with_vhost(url: str, vhost: str) -> str:
+    """``url`` with its virtual host replaced (URL-encoded)."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=f"/{quote(vhost, safe='')}"))
+
+
+@asynccontextmanager
+async def scratch_vhost() -> AsyncIterator[str]:
+    """``async with scratch_vhost() as url``: a new RabbitMQ vhost for guest, deleted on exit.
+
+    The service declares fixed names (``studio.feed``, ``croupier.feed``, ...), so tests
+    that run it get a vhost of their own rather than sharing the default one.
+    """
+    connection = await connect_rabbitmq()
+    await connection.close()
+    name = f"croupier-test-{uuid.uuid4().hex[:12]}"
+    await asyncio.to_thread(rabbitmqctl, "add_vhost", name)
+    try:
+        await asyncio.to_thread(
+            rabbitmqctl, "set_permissions", "-p", name, "guest", ".*", ".*", ".*"
+        )
+        yield with_vhost(RABBITMQ_URL, name)
+    finally:
+        await asyncio.to_thread(rabbitmqctl, "delete_vhost", name)
+
+
+@pytest.fixture
+async def amqp_vhost() -> AsyncIterator[str]:
+    """A fresh RabbitMQ vhost for one test; deleted afterwards. Yields its AMQP URL."""
+    async with scratch_vhost() as url:
+        yield url

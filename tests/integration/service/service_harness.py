@@ -1,0 +1,307 @@
+"""What the live-service tests share: a studio feed and what it should settle to, a test
+wallet on ``croupier.settlements``, the ledger as the tests read it, and small waits.
+
+The expected results come from the independent reference settlement of the replay tests
+(``tests/unit/croupier/test_replay.py``): its own hand evaluator and the rules written out
+again, nothing of ``holdem``. This module only turns a studio feed into what happened at each
+table, which is what that reference settles.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import aio_pika
+from aio_pika.exceptions import AMQPError
+from unit.croupier.test_replay import Bet, Result, Table, reference
+
+from croupier.bus import SETTLEMENTS_EXCHANGE
+from croupier.bus.amqp import declare_topology
+from croupier.ledger import RecordedEvent, open_ledger
+from croupier.round import SETTLED, VOIDED, stream_name
+from croupier.settler import message_id
+from studio.config import Faults, StudioConfig, parse_table_specs
+from studio.feed import FeedMessage, simulate
+
+PROGRESSIVE = "casino-holdem/progressive"
+WALLET_QUEUE = "test.wallet"
+
+#: Both games, every pay table, shared hands and boxes.
+TABLES = (
+    "classic:shared=12",
+    "royal-20:boxes=5",
+    "progressive:shared=12",
+    "progressive:boxes=3",
+    "standard:shared=12",
+    "standard:boxes=4",
+)
+
+
+def studio_feed(
+    prefix: str, rounds: int, *, seed: int = 11, void: float = 0.05
+) -> list[FeedMessage]:
+    """A generated feed of ``rounds`` rounds over :data:`TABLES`, a few of them voided."""
+    config = StudioConfig(
+        tables=parse_table_specs(list(TABLES), prefix=prefix),
+        rounds=rounds,
+        seed=seed,
+        timeout_rate=0.03,
+        side_bet_rate=0.4,
+        faults=Faults(void=void),
+    )
+    return list(simulate(config))
+
+
+# -- what the feed should settle to ---------------------------------------------------------
+
+
+def played_tables(messages: Iterable[FeedMessage]) -> list[Table]:
+    """The rounds the feed closes (completed or voided), in the order it closes them."""
+    rounds: dict[tuple[str, str], Table] = {}
+    antes: dict[tuple[str, str, str], Bet] = {}
+    closed: list[Table] = []
+    for message in messages:
+        event = message.event
+        if event is None:
+            continue
+        key = (event["table_id"], event["round_id"])
+        kind, p = event["event_type"], event["payload"]
+        if kind == "round.opened":
+            rounds[key] = Table(*key, paytable=p["paytable"], ending="open")
+            continue
+        t = rounds[key]
+        if kind == "bet.placed":
+            bet = Bet(p["bet_id"], p["player_id"], p["box"], p["spot"], p["amount"], p["currency"])
+            t.bets.append(bet)
+            antes[(*key, bet.bet_id)] = bet
+        elif kind == "cards.dealt":
+            cards = list(p["cards"])
+            if p["target"] == "player":
+                t.holes[p["box"]] = cards
+            elif p["target"] == "dealer":
+                t.dealer = cards
+            elif p["target"] == "board":
+                t.board += cards
+        elif kind == "decision.made":
+            ante = antes[(*key, p["ante_bet_id"])]
+            t.decisions[(ante.bet_id, p["stage"])] = p["action"]
+            if p["action"] in ("call", "bet"):
+                spot = "call" if p["action"] == "call" else f"{p['stage']}_bet"
+                t.plays.append(
+                    Bet(p["bet_id"], ante.player, ante.box, spot, p["amount"], ante.currency)
+                )
+        elif kind in ("round.completed", "round.voided"):
+            t.ending = "completed" if kind == "round.completed" else "voided"
+            closed.append(t)
+    return closed
+
+
+def expected_results(tables: Sequence[Table]) -> dict[str, Result]:
+    """``message_id`` -> that player's bets, ``{bet_id: (spot, stake, returned, outcome)}``.
+
+    Rounds are settled in the order given, which moves the progressive meter as the service
+    moves it (one consumer, feed order).
+    """
+    meters: dict[str, int] = {}
+    out: dict[str, Result] = {}
+    for t in tables:
+        results = reference(t, meters if t.paytable == PROGRESSIVE else {})
+        for bet in [*t.bets, *t.plays]:
+            key = message_id(t.table_id, t.round_id, bet.player, bet.currency)
+            out.setdefault(key, {})[bet.bet_id] = results[bet.bet_id]
+    return out
+
+
+def round_streams(tables: Iterable[Table]) -> set[str]:
+    """The ledger streams of ``tables``' rounds."""
+    return {stream_name(t.table_id, t.round_id) for t in tables}
+
+
+# -- the test wallet -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Received:
+    """One settlement result as a wallet got it."""
+
+    message_id: str
+    routing_key: str
+    body: dict[str, Any]
+
+    def bets(self) -> Result:
+        return {
+            b["bet_id"]: (b["spot"], b["stake"], b["returned"], b["outcome"])
+            for b in self.body["bets"]
+        }
+
+
+async def prepare_broker(url: str) -> None:
+    """Declare the service's topology and a durable wallet queue bound to every result.
+
+    Declared up front, so that no result is unroutable before the wallet is bound.
+    """
+    connection = await aio_pika.connect(url, timeout=30)
+    try:
+        channel = await connection.channel()
+        await declare_topology(channel)
+        settlements = await channel.get_exchange(SETTLEMENTS_EXCHANGE)
+        queue = await channel.declare_queue(WALLET_QUEUE, durable=True)
+        await queue.bind(settlements, routing_key="#")
+    finally:
+        await connection.close()
+
+
+@dataclass
+class Wallet:
+    """Takes settlement results off the wallet queue; survives broker restarts (reconnects)."""
+
+    url: str
+    received: list[Received] = field(default_factory=list)
+
+    async def drain(self) -> int:
+        """Take what the queue holds now; how many (0 if the broker does not answer)."""
+        try:
+            connection = await aio_pika.connect(self.url, timeout=5)
+        except (OSError, AMQPError, TimeoutError):
+            return 0
+        taken = 0
+        try:
+            channel = await connection.channel()
+            queue = await channel.get_queue(WALLET_QUEUE)
+            while (message := await queue.get(no_ack=True, fail=False, timeout=10)) is not None:
+                body = json.loads(message.body)
+                self.received.append(
+                    Received(message.message_id or "", message.routing_key or "", body)
+                )
+                taken += 1
+        except (OSError, AMQPError, TimeoutError):
+            pass
+        finally:
+            await connection.close()
+        return taken
+
+    @property
+    def unique(self) -> dict[str, Received]:
+        """Each result once, by ``message_id`` (what a wallet applies)."""
+        return {r.message_id: r for r in self.received}
+
+    def duplicates(self) -> Counter[str]:
+        """``message_id`` s received more than once, and how many times."""
+        counts = Counter(r.message_id for r in self.received)
+        return Counter({k: n for k, n in counts.items() if n > 1})
+
+    async def wait_for(self, message_ids: Iterable[str], timeout: float) -> None:
+        """Drain until every id in ``message_ids`` was received; fail after ``timeout``."""
+        wanted = set(message_ids)
+        deadline = time.monotonic() + timeout
+        while True:
+            await self.drain()
+            missing = wanted - self.unique.keys()
+            if not missing:
+                return
+            assert time.monotonic() < deadline, (
+                f"{len(missing)} of {len(wanted)} results did not arrive in {timeout}s"
+            )
+            await asyncio.sleep(0.25)
+
+
+# -- the ledger as the tests read it ----------------------------------------------------------
+
+
+async def ledger_events(url: str) -> list[RecordedEvent]:
+    """Every event of the ledger at ``url``, in position order."""
+    events: list[RecordedEvent] = []
+    async with open_ledger(url) as ledger:
+        while page := await ledger.read_all(events[-1].position if events else 0, 5000):
+            events += page
+    return events
+
+
+def closures(events: Iterable[RecordedEvent]) -> list[RecordedEvent]:
+    """The ``round.settled`` and ``round.voided`` facts."""
+    return [e for e in events if e.type in (SETTLED, VOIDED)]
+
+
+def assert_one_closure_per_round(events: Sequence[RecordedEvent], streams: set[str]) -> None:
+    """Exactly one settled or voided fact for each round in ``streams``, and no other."""
+    counts = Counter(e.stream for e in closures(events))
+    twice = {s: n for s, n in counts.items() if n > 1}
+    assert twice == {}, f"rounds closed more than once: {twice}"
+    missing, extra = sorted(streams - counts.keys()), sorted(counts.keys() - streams)
+    assert not missing and not extra, f"rounds missing {missing[:5]}, unexpected {extra[:5]}"
+
+
+def assert_postings_balance(events: Iterable[RecordedEvent]) -> None:
+    """Each closure's postings sum to zero per currency, players get what was returned."""
+    for e in closures(events):
+        sums: Counter[str] = Counter()
+        for posting in e.data["postings"]:
+            sums[posting["currency"]] += posting["amount"]
+        assert all(total == 0 for total in sums.values()), (e.stream, sums)
+        returned: Counter[tuple[str, str]] = Counter()
+        for line in e.data["results"]:
+            returned[(line["currency"], f"player:{line['player_id']}")] += line["returned"]
+        players = {
+            (p["currency"], p["account"]): p["amount"]
+            for p in e.data["postings"]
+            if p["account"].startswith("player:")
+        }
+        assert players == dict(returned), e.stream
+
+
+def ledger_returned(events: Iterable[RecordedEvent]) -> Counter[str]:
+    """What the ledger's closures return to players, per currency."""
+    total: Counter[str] = Counter()
+    for e in closures(events):
+        for line in e.data["results"]:
+            total[line["currency"]] += line["returned"]
+    return total
+
+
+def wallet_paid(wallet: Wallet) -> Counter[str]:
+    """What the wallet applied after deduplicating by ``message_id``, per currency."""
+    total: Counter[str] = Counter()
+    for r in wallet.unique.values():
+        total[r.body["currency"]] += r.body["returned_total"]
+    return total
+
+
+# -- waiting and probing -----------------------------------------------------------------------
+
+
+async def eventually(
+    check: Callable[[], Awaitable[bool]], timeout: float, what: str, every: float = 0.2
+) -> None:
+    """Wait until ``check()`` is true; fail saying ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not await check():
+        assert time.monotonic() < deadline, f"not within {timeout}s: {what}"
+        await asyncio.sleep(every)
+
+
+async def http_get(port: int, path: str, timeout: float = 10) -> tuple[int, str]:
+    """(status, body) of ``GET path`` on 127.0.0.1:``port``."""
+    async with asyncio.timeout(timeout):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            writer.write(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+            await writer.drain()
+            response = await reader.read()
+        finally:
+            writer.close()
+    head, _, body = response.partition(b"\r\n\r\n")
+    return int(head.split(b" ", 2)[1]), body.decode()
+
+
+def metric(text: str, name: str) -> float:
+    """The value of an unlabelled sample ``name`` in a Prometheus exposition."""
+    for row in text.splitlines():
+        if row.startswith(f"{name} "):
+            return float(row.split()[1])
+    raise AssertionError(f"no sample {name} in /metrics")
