@@ -13,7 +13,7 @@ import structlog
 from croupier.contract import Rejection
 from croupier.ledger import Ledger
 from croupier.round import SETTLED, VOIDED, Status
-from croupier.settler import BatchReport, Handled, Inbound, Settler
+from croupier.settler import BatchReport, Handled, Inbound, Settler, settlement_results
 
 log = structlog.get_logger("croupier.replay")
 
@@ -30,6 +30,8 @@ class ReplaySummary:
     duplicates: int = 0
     wagered: Counter[str] = field(default_factory=Counter)
     returned: Counter[str] = field(default_factory=Counter)
+    closed_streams: set[str] = field(default_factory=set)
+    read_back: int = 0
 
     def render(self) -> str:
         """The summary as a few lines of text."""
@@ -37,6 +39,7 @@ class ReplaySummary:
             f"events read      {self.events:>12,}  (duplicates ignored: {self.duplicates:,})",
             f"rounds settled   {self.settled:>12,}",
             f"rounds voided    {self.voided:>12,}",
+            f"  of which closed by an earlier run (results read back): {self.read_back:,}",
             f"rounds open      {len(self.open):>12,}",
         ]
         lines += [f"  open {name}: {why}" for name, why in sorted(self.open.items())[:20]]
@@ -78,12 +81,33 @@ async def replay(
     if batch:
         await flush()
     _record(await settler.reject_unopened(), summary, results, rejections, held_lines)
+    _record(await _settled_before(settler, summary), summary, results, rejections, held_lines)
     summary.open = {
         state.stream: state.waiting_for or ""
         for state in settler.rounds
         if state.status is Status.OPEN
     }
     return summary
+
+
+async def _settled_before(settler: Settler, summary: ReplaySummary) -> BatchReport:
+    """Rounds of this feed the ledger had already closed: their results, read back.
+
+    Replaying a feed twice writes the same results, not an empty file.
+    """
+    streams = [
+        state.stream
+        for state in settler.rounds
+        if state.status is not Status.OPEN and state.stream not in summary.closed_streams
+    ]
+    recorded = await settler.ledger.read_streams(streams) if streams else {}
+    closed = [
+        next(r for r in reversed(records) if r.type in (SETTLED, VOIDED))
+        for records in recorded.values()
+    ]
+    summary.read_back = len(closed)
+    results = [result for r in closed for result in settlement_results(r.data, r.position)]
+    return BatchReport(closed=closed, results=results)
 
 
 def _record(
@@ -96,6 +120,7 @@ def _record(
     for handled in report.handled:
         _count(handled, summary, rejections, held_lines)
     for closed in report.closed:
+        summary.closed_streams.add(closed.stream)
         summary.settled += closed.type == SETTLED
         summary.voided += closed.type == VOIDED
     for result in report.results:
