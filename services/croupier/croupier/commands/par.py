@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import replace
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,7 @@ from holdem.odds.report import (
     render_markdown,
     render_text,
 )
+from holdem.odds.sheet import ParSheet
 from holdem.paytable import Game, PayTable, PayTableError, load_paytable, paytable_ids
 
 DOCS = Path("docs/par")
@@ -47,6 +50,11 @@ def register(subparsers: Any) -> None:
         help="recompute by full enumeration and store the PAR data and Markdown sheets",
     )
     parser.add_argument("--docs", type=Path, default=DOCS, help="where Markdown sheets go")
+    parser.add_argument(
+        "--meter",
+        type=int,
+        help="jackpot meter before the round, in minor units (default: the pay table's seed)",
+    )
     parser.add_argument("--processes", type=int, default=None, help="worker processes")
     parser.set_defaults(run=run)
 
@@ -75,6 +83,15 @@ def _write(tables: list[PayTable], args: argparse.Namespace) -> None:
             print(f"  {table.id} v{table.version}: RTP {float(sheet.base.rtp()) * 100:.4f}%")
 
 
+def _at_meter(sheet: ParSheet, table: PayTable, meter: int | None) -> ParSheet:
+    """Quote the jackpot at ``meter`` plus the round's own contribution, in stakes."""
+    jackpot = table.jackpot
+    if meter is None or jackpot is None:
+        return sheet
+    level = Fraction(meter + jackpot.contribution(jackpot.stake), jackpot.stake)
+    return replace(sheet, jackpot_meter=level)
+
+
 def run(args: argparse.Namespace) -> int:
     """Print or recompute PAR sheets."""
     try:
@@ -88,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
         if args.write:
             _write(tables, args)
             return 0
-        sheets = [load_par(t) for t in tables]
+        sheets = [_at_meter(load_par(t), t, args.meter) for t in tables]
     except (PayTableError, ParDataError) as error:
         print(f"croupier par: {error}", file=sys.stderr)
         return 1

@@ -59,6 +59,8 @@ THP_FLOP_COMPLETIONS: Final = THP_TURNS * THP_TURN_COMPLETIONS  # 2,140,380
 _FIVE_KEYS: Final = 11
 _PAIR_OF_ACES_KEY: Final = 10
 _CATEGORIES: Final = tuple(Category)
+# Strongest first, a pair of aces just above the other pairs.
+_FIVE_ORDER: Final = (9, 8, 7, 6, 5, 4, 3, 2, _PAIR_OF_ACES_KEY, 1, 0)
 
 
 def _five_key(cards: Sequence[int]) -> int:
@@ -164,7 +166,7 @@ def _five_card_side_bets(table: PayTable, spot: Spot, joint: I64) -> list[BetShe
     for basis in (sidebets.EVERY_HAND, sidebets.BEST_STRATEGY):
         lines: list[Line] = []
         losing = 0
-        for key in range(_FIVE_KEYS - 1, -1, -1):
+        for key in _FIVE_ORDER:
             called, folded = int(joint[key, 1]), int(joint[key, 0])
             n = called + folded if basis == sidebets.EVERY_HAND else called
             losing += (called + folded) - n

@@ -36,6 +36,7 @@ def bet_figures(bet: BetSheet, meter: Fraction = Fraction(0)) -> dict[str, Any]:
         "average_stake": str(bet.average_stake),
         "hit_frequency": str(bet.hit_frequency()),
         "std_dev": bet.std_dev(meter),
+        **({"break_even_meter": str(bet.break_even_meter())} if bet.break_even_meter() else {}),
     }
 
 
@@ -55,6 +56,8 @@ def par_figures(sheet: ParSheet) -> dict[str, Any]:
 
 
 def _summary(bet: BetSheet, meter: Fraction, unit: str) -> list[Row]:
+    even = bet.break_even_meter()
+    extra: list[Row] = [] if even is None else [("Meter for 100% RTP (stakes)", _num(even, 2))]
     return [
         ("RTP", percent(bet.rtp(meter))),
         (f"House edge (per {unit})", percent(bet.house_edge(meter))),
@@ -62,6 +65,7 @@ def _summary(bet: BetSheet, meter: Fraction, unit: str) -> list[Row]:
         (f"Average total stake ({unit}s)", _num(bet.average_stake)),
         ("Hit frequency", percent(bet.hit_frequency())),
         (f"Standard deviation ({unit}s)", f"{bet.std_dev(meter):.6f}"),
+        *extra,
     ]
 
 

@@ -88,6 +88,14 @@ class BetSheet:
         """What the house keeps per base stake (-EV)."""
         return -self.ev(meter)
 
+    def break_even_meter(self) -> Fraction | None:
+        """The meter (in stakes) at which the RTP reaches 100%, for a bet with meter lines."""
+        slope = sum(
+            (self.probability(ln) * Fraction(ln.meter_percent, 100) for ln in self.lines),
+            Fraction(0),
+        )
+        return -self.ev() / slope if slope else None
+
     @property
     def average_stake(self) -> Fraction:
         """Average total staked per round, in base stakes."""

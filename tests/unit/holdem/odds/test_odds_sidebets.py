@@ -11,7 +11,7 @@ import numpy as np
 from holdem.evaluator import Category
 from holdem.odds import sidebets
 from holdem.odds.sheet import percent
-from holdem.paytable import load_paytable
+from holdem.paytable import Spot, load_paytable
 from holdem.texas_holdem_plus import plus_line
 
 CLASSIC = load_paytable("casino-holdem/classic")
@@ -91,9 +91,6 @@ def test_plus_closed_form_matches_every_two_card_hand() -> None:
     sheet = sidebets.plus_sheet(THP)
     closed = sidebets.plus_counts()
     assert {k: v for k, v in brute.items() if k != "none"} == closed
-    pays = {line: THP.pays(THP_PLUS, line) or 0 for line in closed}
+    pays = {line: THP.pays(Spot.PLUS, line) or 0 for line in closed}
     assert sheet.rtp() == Fraction(sum((pays[k] + 1) * n for k, n in closed.items()), 1326)
     assert sheet.rtp() == Fraction(1208, 1326)
-
-
-THP_PLUS = sidebets.Spot.PLUS
