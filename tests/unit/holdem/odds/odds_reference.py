@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from fractions import Fraction
+from functools import cache
 from itertools import combinations
 
 import pytest
@@ -47,6 +48,21 @@ def casino_holdem_flop(
     hole: Sequence[int], flop: Sequence[int], multipliers: Sequence[int]
 ) -> tuple[Counter[tuple[str, int]], Fraction]:
     """Every (turn/river, dealer pair) completion: outcome counts and the call EV."""
+    counts = _casino_holdem_counts(tuple(hole), tuple(flop))
+    total = sum(counts.values())
+    net = 0
+    for (outcome, cat), n in counts.items():
+        if outcome == "no_qualify":
+            net += n * multipliers[cat]
+        elif outcome == "win":
+            net += n * (multipliers[cat] + 2)
+        elif outcome == "loss":
+            net -= 3 * n
+    return counts, Fraction(net, total)
+
+
+@cache
+def _casino_holdem_counts(hole: tuple[int, ...], flop: tuple[int, ...]) -> Counter[tuple[str, int]]:
     unseen = [c for c in range(52) if c not in (*hole, *flop)]
     counts: Counter[tuple[str, int]] = Counter()
     dealer_cache: dict[tuple[int, ...], int] = {}
@@ -67,16 +83,7 @@ def casino_holdem_flop(
                 counts["tie", -1] += 1
             else:
                 counts["loss", -1] += 1
-    total = sum(counts.values())
-    net = 0
-    for (outcome, cat), n in counts.items():
-        if outcome == "no_qualify":
-            net += n * multipliers[cat]
-        elif outcome == "win":
-            net += n * (multipliers[cat] + 2)
-        elif outcome == "loss":
-            net -= 3 * n
-    return counts, Fraction(net, total)
+    return counts
 
 
 def thp_turn(
