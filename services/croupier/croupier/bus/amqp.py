@@ -43,8 +43,10 @@ class AmqpBus(Bus):
 
     One robust connection with two channels: the consuming channel (prefetch, manual acks)
     and a publishing channel (publisher confirms, mandatory routing). After a reconnect the
-    deliveries in hand belong to a dead channel: they are dropped, and the broker delivers
-    them again (the ledger makes the second settlement of a message a no-op).
+    deliveries still in hand from the closed channel can no longer be acknowledged: they are
+    dropped when taken, and the broker delivers them again (the ledger makes the second
+    settlement of a message a no-op). The restored consumer keeps delivering to the same
+    inbox, so deliveries it made before the reconnect callback ran are kept.
     """
 
     def __init__(self, url: str, *, prefetch: int = 2000) -> None:
@@ -74,7 +76,7 @@ class AmqpBus(Bus):
         self._settlements = await self._publish_channel.get_exchange(SETTLEMENTS_EXCHANGE)
         self._dead_letters = await self._publish_channel.get_exchange(DEAD_LETTER_EXCHANGE)
         self._queue = await self._consume_channel.get_queue(FEED_QUEUE)
-        self._consumer_tag = await self._queue.consume(self._inbox.put, no_ack=False)
+        self._consumer_tag = await self._queue.consume(self._receive, no_ack=False)
 
     async def close(self) -> None:
         if self._connection is not None:
@@ -94,14 +96,26 @@ class AmqpBus(Bus):
             await self._queue.cancel(tag)
 
     async def _on_reconnect(self, *_: object) -> None:
-        # Deliveries from the old channel can no longer be acknowledged.
-        dropped = self._inbox.qsize()
-        self._inbox = asyncio.Queue()
-        log.warning("broker reconnected; deliveries in hand will be redelivered", dropped=dropped)
+        log.warning("broker reconnected; deliveries in hand will be redelivered")
+
+    async def _receive(self, message: AbstractIncomingMessage) -> None:
+        await self._inbox.put(message)
 
     # -- consuming -------------------------------------------------------------------------
 
     async def next_batch(self, max_messages: int, linger: float) -> list[Delivery]:
+        while True:
+            batch = await self._take(max_messages, linger)
+            live = [message for message in batch if _acknowledgeable(message)]
+            if len(live) < len(batch):
+                log.warning(
+                    "dropped deliveries of a closed channel; the broker delivers them again",
+                    dropped=len(batch) - len(live),
+                )
+            if live:
+                return [_delivery(message) for message in live]
+
+    async def _take(self, max_messages: int, linger: float) -> list[AbstractIncomingMessage]:
         inbox = self._inbox
         batch = [await inbox.get()]
         loop = asyncio.get_running_loop()
@@ -117,7 +131,7 @@ class AmqpBus(Bus):
                     break
                 continue
             batch.append(inbox.get_nowait())
-        return [_delivery(message) for message in batch]
+        return batch
 
     async def finish_batch(self, batch: Sequence[Delivery], dead: Sequence[DeadLetter]) -> None:
         if not batch:
@@ -209,6 +223,14 @@ async def declare_topology(channel: AbstractChannel) -> None:
         DEAD_LETTER_QUEUE, durable=True, arguments={"x-queue-type": "quorum"}
     )
     await parked.bind(dead, routing_key="#")
+
+
+def _acknowledgeable(message: AbstractIncomingMessage) -> bool:
+    """Whether the channel the message came on is still open (else it cannot be acked)."""
+    try:
+        return not message.channel.is_closed
+    except aiormq.exceptions.ChannelInvalidStateError:
+        return False
 
 
 def _delivery(message: AbstractIncomingMessage) -> Delivery:
