@@ -1,0 +1,251 @@
+"""Bad input and bad luck on the live service: dead letters, quarantine, unroutable results.
+
+Malformed JSON, a contract-invalid event and a rule-rejected event each end in
+``croupier.dead-letter`` with their reason and code in headers, and are kept in the ledger
+(contract rejections in the ``rejections`` stream with the raw message, rule rejections in the
+round's stream as ``feed.rejected``). A message settlement itself fails on is quarantined the
+same way and the consumer goes on. A result no queue is bound for is counted, stays in the
+outbox, and is published once a queue is bound.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import aio_pika
+import pytest
+from aio_pika.abc import AbstractIncomingMessage
+from croupier_feeds import RoundFeed, line
+from service_harness import (
+    WALLET_QUEUE,
+    Wallet,
+    eventually,
+    http_get,
+    ledger_events,
+    metric,
+    prepare_broker,
+)
+
+from croupier.bus import (
+    CODE_HEADER,
+    DEAD_LETTER_QUEUE,
+    REASON_HEADER,
+    SETTLEMENTS_EXCHANGE,
+)
+from croupier.bus.amqp import AmqpBus
+from croupier.ledger import open_ledger
+from croupier.round import REJECTED, SETTLED, stream_name
+from croupier.service import Service
+from croupier.settler import REJECTIONS_STREAM, Inbound, message_id
+from studio.feed import FeedMessage
+from studio.publisher import publish
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+async def service(amqp_vhost: str, postgres_database: str) -> AsyncIterator[Service]:
+    """The service on the test's vhost and database (nothing bound to its results yet)."""
+    async with open_ledger(postgres_database) as ledger:
+        running = Service(ledger, AmqpBus(amqp_vhost))
+        await running.start(http_host="127.0.0.1", http_port=0)
+        try:
+            yield running
+        finally:
+            await running.stop()
+
+
+def feed_message(event: dict[str, Any]) -> FeedMessage:
+    """A valid-looking feed message for ``event`` (as the studio would send it)."""
+    return FeedMessage(
+        f"{event['table_id']}.{event['event_type']}",
+        line(event).encode(),
+        event["event_id"],
+        event,
+        event["table_id"],
+    )
+
+
+def raw_message(body: bytes, routing_key: str = "t-bad.round.opened") -> FeedMessage:
+    return FeedMessage(routing_key, body, str(uuid.uuid4()), None, "t-bad")
+
+
+def a_round(feed: RoundFeed, *, wrong_call: bool = False) -> list[dict[str, Any]]:
+    """A Casino Hold'em round of one player who calls; optionally a 3x call first."""
+    events = [
+        feed.opened(),
+        feed.bet("a1"),
+        feed.hole("As Ad"),
+        feed.cards("dealer", "9c 9d"),
+        feed.cards("board", "Ah 7c 2d"),
+    ]
+    if wrong_call:
+        events.append(feed.decide("a1", "flop", "call", "c0", 300))
+    events += [
+        feed.decide("a1", "flop", "call", "c1", 200),
+        feed.cards("board", "Ks 4h"),
+        feed.completed(),
+    ]
+    return events
+
+
+async def take_dead_letters(
+    url: str, count: int, timeout: float = 60
+) -> list[AbstractIncomingMessage]:
+    """``count`` messages off ``croupier.dead-letter`` (fails if fewer arrive in time)."""
+    connection = await aio_pika.connect(url, timeout=30)
+    taken: list[AbstractIncomingMessage] = []
+    try:
+        channel = await connection.channel()
+        queue = await channel.get_queue(DEAD_LETTER_QUEUE)
+
+        async def enough() -> bool:
+            while (message := await queue.get(no_ack=True, fail=False, timeout=10)) is not None:
+                taken.append(message)
+            return len(taken) >= count
+
+        await eventually(enough, timeout, f"{count} dead letters")
+    finally:
+        await connection.close()
+    return taken
+
+
+async def metrics_text(service: Service) -> str:
+    assert service.http_port
+    status, text = await http_get(service.http_port, "/metrics")
+    assert status == 200
+    return text
+
+
+def labelled(text: str, name: str, **labels: str) -> float:
+    """The value of ``name{labels}`` in a Prometheus exposition (0 when absent)."""
+    wanted = ",".join(f'{k}="{v}"' for k, v in labels.items())
+    for row in text.splitlines():
+        if row.startswith(f"{name}{{{wanted}}} "):
+            return float(row.split()[-1])
+    return 0.0
+
+
+async def test_rejected_input_is_dead_lettered_with_its_reason_and_kept_in_the_ledger(
+    service: Service, amqp_vhost: str, postgres_database: str
+) -> None:
+    await prepare_broker(amqp_vhost)
+    feed = RoundFeed(table_id="t-dl", round_id="r1")
+    good = a_round(feed, wrong_call=True)
+    bad_card = RoundFeed(table_id="t-dl", round_id="r2").make(
+        "cards.dealt", {"target": "board", "cards": ["Ax"]}
+    )
+    malformed = raw_message(b'{"event_id": "torn')
+    messages = [
+        feed_message(good[0]),
+        malformed,
+        feed_message(bad_card),
+        *(feed_message(e) for e in good[1:]),
+    ]
+    wrong_call = good[5]
+
+    assert await publish(messages, amqp_vhost) == len(messages)
+    letters = await take_dead_letters(amqp_vhost, 3)
+    await Wallet(amqp_vhost).wait_for([message_id("t-dl", "r1", "p1", "EUR")], timeout=60)
+
+    by_id = {m.message_id: m for m in letters}
+    assert by_id.keys() == {malformed.event_id, bad_card["event_id"], wrong_call["event_id"]}
+    for letter in letters:
+        assert letter.headers[CODE_HEADER]
+        assert letter.headers[REASON_HEADER]
+    assert by_id[malformed.event_id].body == malformed.body
+    assert by_id[malformed.event_id].headers[CODE_HEADER] == "contract"
+    assert "not valid JSON" in str(by_id[malformed.event_id].headers[REASON_HEADER])
+    assert by_id[bad_card["event_id"]].headers[CODE_HEADER] == "contract"
+    assert "Ax" in str(by_id[bad_card["event_id"]].headers[REASON_HEADER])
+    wrong = by_id[wrong_call["event_id"]]
+    assert wrong.headers[CODE_HEADER] == "wrong_wager_size"
+    assert "exactly" in str(wrong.headers[REASON_HEADER])
+    assert wrong.routing_key == "t-dl.decision.made"
+    assert json.loads(wrong.body) == wrong_call
+
+    events = await ledger_events(postgres_database)
+    kept = [e for e in events if e.stream == REJECTIONS_STREAM]
+    assert sorted(e.data["raw"] for e in kept) == sorted([malformed.body.decode(), line(bad_card)])
+    assert {e.data["code"] for e in kept} == {"contract"}
+    round_facts = [e for e in events if e.stream == stream_name("t-dl", "r1")]
+    rejected = [e for e in round_facts if e.type == REJECTED]
+    assert [e.data["event"]["event_id"] for e in rejected] == [wrong_call["event_id"]]
+    assert rejected[0].data["code"] == "wrong_wager_size"
+    assert round_facts[-1].type == SETTLED  # the rest of the round is unaffected
+
+    text = await metrics_text(service)
+    assert labelled(text, "croupier_events_rejected_total", code="contract") == 2
+    assert labelled(text, "croupier_events_rejected_total", code="wrong_wager_size") == 1
+    assert labelled(text, "croupier_dead_lettered_total", code="contract") == 2
+
+
+async def test_a_poison_message_is_quarantined_and_the_consumer_goes_on(
+    service: Service, amqp_vhost: str, postgres_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await prepare_broker(amqp_vhost)
+    poison = RoundFeed(table_id="t-poison", round_id="r1").opened()
+    settle = service.settler.handle
+
+    async def handle(batch: Sequence[Inbound]) -> Any:
+        if any(poison["event_id"].encode() in message.body for message in batch):
+            raise RuntimeError("settlement blew up on this message")
+        return await settle(batch)
+
+    monkeypatch.setattr(service.settler, "handle", handle)
+    before, after = a_round(RoundFeed("t-ok", "r1")), a_round(RoundFeed("t-ok", "r2"))
+    messages = [feed_message(e) for e in (*before[:4], poison, *before[4:], *after)]
+
+    assert await publish(messages, amqp_vhost) == len(messages)
+    results = [message_id("t-ok", r, "p1", "EUR") for r in ("r1", "r2")]
+    await Wallet(amqp_vhost).wait_for(results, timeout=60)
+    (letter,) = await take_dead_letters(amqp_vhost, 1)
+
+    assert letter.message_id == poison["event_id"]
+    assert letter.headers[CODE_HEADER] == "poison"
+    assert "settlement blew up" in str(letter.headers[REASON_HEADER])
+    events = await ledger_events(postgres_database)
+    (kept,) = [e for e in events if e.stream == REJECTIONS_STREAM]
+    assert kept.data["code"] == "poison"
+    assert kept.data["raw"] == line(poison)
+    assert all(e.stream != stream_name("t-poison", "r1") for e in events)
+    assert service.consumer.healthy
+    text = await metrics_text(service)
+    assert labelled(text, "croupier_dead_lettered_total", code="poison") == 1
+
+
+async def test_an_unroutable_result_is_counted_kept_and_published_once_a_queue_is_bound(
+    service: Service, amqp_vhost: str
+) -> None:
+    events = a_round(RoundFeed("t-unrouted", "r1"))
+    expected = message_id("t-unrouted", "r1", "p1", "EUR")
+
+    assert await publish([feed_message(e) for e in events], amqp_vhost) == len(events)
+
+    async def counted() -> bool:
+        return metric(await metrics_text(service), "croupier_results_unroutable_total") >= 1
+
+    await eventually(counted, 60, "the unroutable result is counted")
+    pending = await service.ledger.pending_outbox(10)
+    assert [m.message_id for m in pending] == [expected]  # not marked published
+    assert metric(await metrics_text(service), "croupier_results_published_total") == 0
+
+    connection = await aio_pika.connect(amqp_vhost, timeout=30)
+    try:
+        channel = await connection.channel()
+        queue = await channel.declare_queue(WALLET_QUEUE, durable=True)
+        await queue.bind(SETTLEMENTS_EXCHANGE, routing_key="#")
+    finally:
+        await connection.close()
+    wallet = Wallet(amqp_vhost)
+    await wallet.wait_for([expected], timeout=60)
+
+    async def outbox_empty() -> bool:
+        return not await service.ledger.pending_outbox(10)
+
+    await eventually(outbox_empty, 30, "the result is marked published")
+    assert metric(await metrics_text(service), "croupier_results_published_total") == 1
+    assert [r.message_id for r in wallet.received] == [expected]
