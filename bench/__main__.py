@@ -13,6 +13,8 @@ MODULES = (
     "bench.evaluator",
     "bench.ledger",
     "bench.odds",
+    "bench.replay",
+    "bench.service",
 )
 
 

@@ -1,0 +1,471 @@
+"""Live service throughput on the real RabbitMQ and PostgreSQL, against a raw baseline.
+
+Every scenario gets a scratch RabbitMQ vhost (``rabbitmqctl``, deleted afterwards) and a
+scratch PostgreSQL database (dropped afterwards). Three processes share the machine, as
+in production: the system under test, the studio (a publisher with confirms) and a wallet
+(a consumer of ``croupier.settlements`` in this process, which also keeps the time).
+
+1. Raw baseline: an aio-pika consumer with prefetch takes the feed in batches, COPYs the
+   bodies into PostgreSQL in one transaction and acknowledges each batch with one
+   multiple ack: the pipeline's plumbing with no logic. Messages/s from the first publish
+   to the last ack.
+2. Croupier end to end: ``croupier.service.Service`` on the same feed; messages/s from the
+   first publish to the last settlement result the wallet receives; ratio to (1).
+3. A shared hand of 10,000 players: everything up to ``round.completed`` is published and
+   settled first; then the time from publishing ``round.completed`` to the wallet
+   receiving the last of its 10,000 results.
+
+Also printed for context: the studio publisher alone (no consumer), which bounds (1) and
+(2) from above. Figures are the best of ``REPEATS``; targets are printed, not asserted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import multiprocessing
+import os
+import subprocess
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from multiprocessing.context import SpawnContext
+from multiprocessing.synchronize import Event as MpEvent
+from typing import Any
+from urllib.parse import quote, urlsplit, urlunsplit
+
+import aio_pika
+import asyncpg
+from aio_pika.abc import AbstractIncomingMessage
+
+from bench.replay import ADMIN_URL, load_line, postgres_available, scratch_database
+from croupier.bus import FEED_QUEUE, SETTLEMENTS_EXCHANGE
+from croupier.bus.amqp import AmqpBus, declare_topology
+from croupier.config import configure_logging
+from croupier.ledger import open_ledger
+from croupier.round import stream_name
+from croupier.service import Service
+from studio import StudioConfig, TableSpec, every_paytable, simulate
+from studio.message import FeedMessage
+from studio.publisher import amqp_message, declare_feed_exchange
+
+AMQP_URL = os.environ.get("CROUPIER_BENCH_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
+SEED = 20240502
+FEED_ROUNDS = 700  # about 47,000 messages and 14,000 results
+FEED_PLAYERS = 20
+SHARED_PLAYERS = 10_000
+SHARED_PAYTABLE = "casino-holdem/classic"
+REPEATS = 2
+PREFETCH = 2000
+RAW_BATCH = 1000
+RAW_LINGER = 0.005
+PUBLISH_WINDOW = 256
+TARGET_RATIO = 0.5
+TARGET_SHARED_SECONDS = 2.0
+TIMEOUT = 300.0
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A feed and the number of settlement results it must produce."""
+
+    messages: list[FeedMessage]
+    results: int
+
+
+# -- workloads -----------------------------------------------------------------------------
+
+
+def feed_workload(rounds: int = FEED_ROUNDS, seed: int = SEED) -> Workload:
+    """Every pay table, one shared hand of ``FEED_PLAYERS`` per table, no faults."""
+    config = StudioConfig(tables=every_paytable(players=FEED_PLAYERS), rounds=rounds, seed=seed)
+    messages = list(simulate(config))
+    return Workload(messages, _results(messages))
+
+
+def shared_workload(players: int = SHARED_PLAYERS, seed: int = SEED) -> Workload:
+    """One round of ``players`` players on one shared hand."""
+    table = TableSpec("bench-shared", SHARED_PAYTABLE, players=players)
+    messages = list(simulate(StudioConfig(tables=(table,), rounds=1, seed=seed)))
+    return Workload(messages, _results(messages))
+
+
+def _results(messages: Sequence[FeedMessage]) -> int:
+    """One result per player and currency per round."""
+    owners = {
+        (m.event["round_id"], m.event["payload"]["player_id"], m.event["payload"]["currency"])
+        for m in messages
+        if m.event is not None and m.event["event_type"] == "bet.placed"
+    }
+    return len(owners)
+
+
+# -- scratch infrastructure ----------------------------------------------------------------
+
+
+@asynccontextmanager
+async def scratch_vhost(base_url: str = AMQP_URL) -> AsyncIterator[str]:
+    """A new RabbitMQ vhost for the duration (via ``rabbitmqctl``); its AMQP URL."""
+    name = f"croupier-bench-{uuid.uuid4().hex[:12]}"
+    user = urlsplit(base_url).username or "guest"
+    await _rabbitmqctl("add_vhost", name)
+    try:
+        await _rabbitmqctl("set_permissions", "-p", name, user, ".*", ".*", ".*")
+        yield urlunsplit(urlsplit(base_url)._replace(path=f"/{quote(name, safe='')}"))
+    finally:
+        await _rabbitmqctl("delete_vhost", name)
+
+
+async def _rabbitmqctl(*args: str) -> None:
+    await asyncio.to_thread(
+        subprocess.run, ["rabbitmqctl", "-q", *args], check=True, capture_output=True
+    )
+
+
+def rabbitmq_available(base_url: str = AMQP_URL) -> bool:
+    """Whether ``rabbitmqctl`` answers (and says how to fix it when not)."""
+    try:
+        subprocess.run(["rabbitmqctl", "-q", "list_vhosts"], check=True, capture_output=True)
+    except (OSError, subprocess.CalledProcessError) as error:
+        print(f"service: skipped, rabbitmqctl fails ({error}); run `make services`")
+        return False
+    return True
+
+
+# -- the processes -------------------------------------------------------------------------
+
+
+def _publisher(url: str, messages: list[FeedMessage], started: Any) -> None:
+    """Child process: publish ``messages`` with confirms; put the first publish's time."""
+    asyncio.run(_publish(url, messages, started))
+
+
+async def _publish(url: str, messages: list[FeedMessage], started: Any) -> None:
+    connection = await aio_pika.connect(url)
+    async with connection:
+        channel = await connection.channel(publisher_confirms=True)
+        exchange = await declare_feed_exchange(channel)
+        started.put(time.monotonic())
+        pending: list[asyncio.Future[Any]] = []
+        for message in messages:
+            publishing = exchange.publish(amqp_message(message), message.routing_key)
+            pending.append(asyncio.ensure_future(publishing))
+            if len(pending) >= PUBLISH_WINDOW:
+                await asyncio.gather(*pending)
+                pending.clear()
+        await asyncio.gather(*pending)
+        started.put(time.monotonic())
+
+
+def _raw_consumer(amqp_url: str, db_url: str, expected: int, ready: MpEvent, times: Any) -> None:
+    """Child process: the raw baseline; puts the times of its start and of its last ack."""
+    times.put(asyncio.run(_raw_consume(amqp_url, db_url, expected, ready, times)))
+
+
+async def _raw_consume(
+    amqp_url: str, db_url: str, expected: int, ready: MpEvent, started: Any
+) -> float:
+    database = await asyncpg.connect(db_url)
+    await database.execute("CREATE TABLE raw_feed (tag bigint NOT NULL, body text NOT NULL)")
+    connection = await aio_pika.connect(amqp_url)
+    async with connection:
+        channel = await connection.channel()
+        await channel.set_qos(prefetch_count=PREFETCH)
+        await declare_topology(channel)
+        queue = await channel.get_queue(FEED_QUEUE)
+        inbox: asyncio.Queue[AbstractIncomingMessage] = asyncio.Queue()
+        ready.set()
+        started.put(time.monotonic())
+        await queue.consume(inbox.put)
+        taken = 0
+        while taken < expected:
+            batch = await _take(inbox, RAW_BATCH, RAW_LINGER)
+            records = [(m.delivery_tag, m.body.decode()) for m in batch]
+            async with database.transaction():
+                await database.copy_records_to_table("raw_feed", records=records)
+            await batch[-1].ack(multiple=True)
+            taken += len(batch)
+        finished = time.monotonic()
+    await database.close()
+    return finished
+
+
+async def _take(
+    inbox: asyncio.Queue[AbstractIncomingMessage], most: int, linger: float
+) -> list[AbstractIncomingMessage]:
+    batch = [await inbox.get()]
+    deadline = time.monotonic() + linger
+    while len(batch) < most:
+        if not inbox.empty():
+            batch.append(inbox.get_nowait())
+            continue
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        try:
+            batch.append(await asyncio.wait_for(inbox.get(), remaining))
+        except TimeoutError:
+            break
+    return batch
+
+
+def _service(amqp_url: str, db_url: str, ready: MpEvent, stop: MpEvent) -> None:
+    """Child process: ``croupier.service.Service`` until ``stop`` is set."""
+    configure_logging("WARNING")
+    asyncio.run(_serve(amqp_url, db_url, ready, stop))
+
+
+async def _serve(amqp_url: str, db_url: str, ready: MpEvent, stop: MpEvent) -> None:
+    async with open_ledger(db_url) as ledger:
+        service = Service(ledger, AmqpBus(amqp_url))
+        await service.start(http_port=None)
+        ready.set()
+        await asyncio.to_thread(stop.wait)
+        await service.stop()
+
+
+# -- the wallet ----------------------------------------------------------------------------
+
+
+@dataclass
+class Wallet:
+    """Receives settlement results, deduplicating on ``message_id``; notes the last one."""
+
+    expected: int
+    seen: set[str] = field(default_factory=set)
+    finished: float = 0.0
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def receive(self, message: AbstractIncomingMessage) -> None:
+        if message.message_id and message.message_id not in self.seen:
+            self.seen.add(message.message_id)
+            if len(self.seen) == self.expected:
+                self.finished = time.monotonic()
+                self.done.set()
+
+
+@asynccontextmanager
+async def wallet_queue(url: str, wallet: Wallet) -> AsyncIterator[aio_pika.abc.AbstractChannel]:
+    """A queue bound to every settlement result, consumed by ``wallet``; the channel."""
+    connection = await aio_pika.connect(url)
+    async with connection:
+        channel = await connection.channel()
+        settlements = await channel.get_exchange(SETTLEMENTS_EXCHANGE)
+        queue = await channel.declare_queue(exclusive=True)
+        await queue.bind(settlements, "#")
+        await queue.consume(wallet.receive, no_ack=True)
+        yield channel
+
+
+# -- scenarios -----------------------------------------------------------------------------
+
+
+def _spawn() -> SpawnContext:
+    return multiprocessing.get_context("spawn")
+
+
+async def _get(queue: Any, timeout: float = TIMEOUT) -> float:
+    """The next time a child process put on ``queue``."""
+    return float(await asyncio.to_thread(queue.get, True, timeout))
+
+
+async def publisher_alone(workload: Workload) -> float:
+    """Messages/s of the studio publisher into the feed queue, nobody consuming."""
+    ctx = _spawn()
+    async with scratch_vhost() as url:
+        await _declare(url)
+        times = ctx.Queue()
+        publisher = ctx.Process(target=_publisher, args=(url, workload.messages, times))
+        publisher.start()
+        first, last = await _get(times), await _get(times)
+        publisher.join()
+    return len(workload.messages) / (last - first)
+
+
+async def raw_baseline(workload: Workload, *, live: bool) -> float:
+    """Messages/s of consume + COPY + multiple ack, up to the last ack.
+
+    ``live``: the feed is published while the consumer runs, timed from the first publish.
+    Otherwise the feed is published first and the consumer drains the queue, timed from
+    when it starts consuming.
+    """
+    ctx = _spawn()
+    count = len(workload.messages)
+    async with scratch_vhost() as url, scratch_database() as db_url:
+        ready, consumer_times, publisher_times = ctx.Event(), ctx.Queue(), ctx.Queue()
+        consumer = ctx.Process(
+            target=_raw_consumer, args=(url, db_url, count, ready, consumer_times)
+        )
+        publisher = ctx.Process(target=_publisher, args=(url, workload.messages, publisher_times))
+        try:
+            if not live:
+                await _declare(url)
+                publisher.start()
+                await _get(publisher_times), await _get(publisher_times)
+            consumer.start()
+            if not await asyncio.to_thread(ready.wait, 60):
+                raise RuntimeError("the baseline consumer did not start")
+            if live:
+                publisher.start()
+                first = await _get(publisher_times)
+                await _get(consumer_times)
+            else:
+                first = await _get(consumer_times)
+            finished = await _get(consumer_times)
+        finally:
+            for process in (publisher, consumer):
+                if process.pid is not None:
+                    await asyncio.to_thread(process.join, 10)
+                    if process.is_alive():
+                        process.terminate()
+    return count / (finished - first)
+
+
+async def _declare(url: str) -> None:
+    connection = await aio_pika.connect(url)
+    async with connection:
+        await declare_topology(await connection.channel())
+
+
+@asynccontextmanager
+async def running_service(url: str, db_url: str) -> AsyncIterator[None]:
+    """The service in a child process on ``url`` and ``db_url``."""
+    ctx = _spawn()
+    ready, stop = ctx.Event(), ctx.Event()
+    service = ctx.Process(target=_service, args=(url, db_url, ready, stop))
+    service.start()
+    try:
+        if not await asyncio.to_thread(ready.wait, 60):
+            raise RuntimeError("the service did not start")
+        yield
+    finally:
+        stop.set()
+        await asyncio.to_thread(service.join, 30)
+        if service.is_alive():
+            service.terminate()
+
+
+async def end_to_end(workload: Workload) -> float:
+    """Messages/s from the first publish to the last settlement result received."""
+    ctx = _spawn()
+    wallet = Wallet(workload.results)
+    async with (
+        scratch_vhost() as url,
+        scratch_database() as db_url,
+        running_service(url, db_url),
+        wallet_queue(url, wallet),
+    ):
+        times = ctx.Queue()
+        publisher = ctx.Process(target=_publisher, args=(url, workload.messages, times))
+        publisher.start()
+        first = await _get(times)
+        await asyncio.wait_for(wallet.done.wait(), TIMEOUT)
+        await asyncio.to_thread(publisher.join)
+    return len(workload.messages) / (wallet.finished - first)
+
+
+async def shared_round(workload: Workload) -> float:
+    """Seconds from publishing ``round.completed`` to its last result received."""
+    last = workload.messages[-1]
+    assert last.event is not None and last.event["event_type"] == "round.completed"
+    before = workload.messages[:-1]
+    stream = stream_name(last.event["table_id"], last.event["round_id"])
+    wallet = Wallet(workload.results)
+    async with (
+        scratch_vhost() as url,
+        scratch_database() as db_url,
+        running_service(url, db_url),
+        wallet_queue(url, wallet),
+    ):
+        connection = await aio_pika.connect(url)
+        async with connection:
+            channel = await connection.channel(publisher_confirms=True)
+            exchange = await declare_feed_exchange(channel)
+            await asyncio.gather(
+                *(exchange.publish(amqp_message(m), m.routing_key) for m in before)
+            )
+            await _settled_up_to(db_url, stream, len(before))
+            started = time.monotonic()
+            await exchange.publish(amqp_message(last), last.routing_key)
+            await asyncio.wait_for(wallet.done.wait(), TIMEOUT)
+    return wallet.finished - started
+
+
+async def _settled_up_to(db_url: str, stream: str, version: int) -> None:
+    """Wait until the round's stream holds ``version`` facts (everything sent is decided)."""
+    database = await asyncpg.connect(db_url)
+    try:
+        async with asyncio.timeout(TIMEOUT):
+            while True:
+                current = await database.fetchval(
+                    "SELECT max(version) FROM events WHERE stream = $1", stream
+                )
+                if current == version:
+                    return
+                await asyncio.sleep(0.05)
+    finally:
+        await database.close()
+
+
+# -- report --------------------------------------------------------------------------------
+
+
+async def _best(
+    scenario: Callable[[Workload], Awaitable[float]], workload: Workload, *, lowest: bool = False
+) -> float:
+    figures = [await scenario(workload) for _ in range(REPEATS)]
+    return min(figures) if lowest else max(figures)
+
+
+def _verdict(met: bool) -> str:
+    return "met" if met else "NOT met"
+
+
+async def _run() -> None:
+    print(load_line())
+    if not rabbitmq_available() or not await postgres_available(ADMIN_URL):
+        return
+    feed, shared = feed_workload(), shared_workload()
+    print(
+        f"feed: {len(feed.messages):,} messages, {feed.results:,} results (seed {SEED}); "
+        f"shared hand: {SHARED_PLAYERS:,} players, {len(shared.messages):,} messages; "
+        f"best of {REPEATS}"
+    )
+    publisher = await _best(publisher_alone, feed)
+    drained = await _best(functools.partial(raw_baseline, live=False), feed)
+    live = await _best(functools.partial(raw_baseline, live=True), feed)
+    croupier = await _best(end_to_end, feed)
+    seconds = await _best(shared_round, shared, lowest=True)
+    ratio = croupier / drained
+    rows = [
+        ("studio publisher alone", f"{publisher:,.0f} msg/s", "", "context: bounds live rows"),
+        ("raw baseline, queue drained", f"{drained:,.0f} msg/s", "1.00", "anchor"),
+        ("raw baseline, while publishing", f"{live:,.0f} msg/s", f"{live / drained:.2f}", ""),
+        (
+            "croupier end to end",
+            f"{croupier:,.0f} msg/s",
+            f"{ratio:.2f}",
+            f">= {TARGET_RATIO:.2f} of the anchor: {_verdict(ratio >= TARGET_RATIO)}"
+            f" ({croupier / live:.2f} of the live baseline)",
+        ),
+        (
+            f"shared hand, {SHARED_PLAYERS:,} results",
+            f"{seconds:.2f} s",
+            "",
+            f"<= {TARGET_SHARED_SECONDS:.0f} s: {_verdict(seconds <= TARGET_SHARED_SECONDS)}",
+        ),
+    ]
+    print(f"{'':<34}{'figure':>14}{'ratio':>7}  target")
+    for name, figure, ratio_text, target in rows:
+        print(f"{name:<34}{figure:>14}{ratio_text:>7}  {target}")
+
+
+def run() -> None:
+    """Print the service table: baseline, end to end, shared hand."""
+    asyncio.run(_run())
+
+
+if __name__ == "__main__":
+    run()
