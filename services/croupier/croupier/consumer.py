@@ -41,6 +41,10 @@ _TRANSIENT: Final = (
     asyncpg.InterfaceError,
     asyncpg.CannotConnectNowError,
     asyncpg.TooManyConnectionsError,
+    # Administrator shutdown or restart, a terminated backend, a dropped database (57xxx).
+    asyncpg.OperatorInterventionError,
+    # What connecting raises while the database refuses connections (ALLOW_CONNECTIONS).
+    asyncpg.ObjectNotInPrerequisiteStateError,
 )
 
 
@@ -109,10 +113,10 @@ class FeedConsumer:
         delay = 0.05
         while True:
             try:
-                report = await self.settler.handle([Inbound(d.body, d.tag) for d in batch])
+                report = await self._settle_or_isolate(batch)
             except Exception as error:
-                if not is_transient(error):
-                    return await self._isolate(batch)
+                # A transient fault, or one while isolating: the quarantine itself could not
+                # be recorded, so the ledger is failing, not the message. Retry; never ack.
                 self._unhealthy(error, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
@@ -121,6 +125,14 @@ class FeedConsumer:
                 log.info("settling again after a transient fault")
             self.healthy = True
             return report
+
+    async def _settle_or_isolate(self, batch: Sequence[Delivery]) -> BatchReport:
+        try:
+            return await self.settler.handle([Inbound(d.body, d.tag) for d in batch])
+        except Exception as error:
+            if is_transient(error):
+                raise
+            return await self._isolate(batch)
 
     async def _isolate(self, batch: Sequence[Delivery]) -> BatchReport:
         """Settle one message at a time; quarantine the ones settlement itself fails on."""
