@@ -9,6 +9,7 @@ the truth about readiness.
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 
 import asyncpg
@@ -33,7 +34,7 @@ from service_harness import (
 )
 
 from croupier.bus.amqp import AmqpBus
-from croupier.ledger import open_ledger
+from croupier.ledger import Ledger, open_ledger
 from croupier.service import Service
 from croupier.web import ProbeServer
 from studio.publisher import publish
@@ -173,3 +174,44 @@ async def _refuse_connections(database: str, *, refuse: bool) -> None:
             )
     finally:
         await admin.close()
+
+
+async def test_a_database_outage_mid_stream_loses_and_quarantines_nothing(
+    amqp_vhost: str, postgres_database: str
+) -> None:
+    messages = studio_feed("dbdown", 60, seed=37)
+    tables = played_tables(messages)
+    expected = expected_results(tables)
+    database = postgres_database.rsplit("/", 1)[1]
+    await prepare_broker(amqp_vhost)
+    wallet = Wallet(amqp_vhost)
+    async with open_ledger(postgres_database) as ledger:
+        service = Service(ledger, AmqpBus(amqp_vhost), max_batch=20)
+        await service.start(http_host="127.0.0.1", http_port=0)
+        try:
+            await publish(messages, amqp_vhost)
+            await eventually(lambda: _closed_some(ledger), 60, "a few rounds settled", every=0.05)
+            await _refuse_connections(database, refuse=True)
+            try:
+                await eventually(
+                    lambda: _not_ready(service), 30, "/readyz reports the database down"
+                )
+                await asyncio.sleep(2)  # long enough for the consumer to retry meanwhile
+            finally:
+                await _refuse_connections(database, refuse=False)
+            await wallet.wait_for(expected, timeout=120)
+        finally:
+            await service.stop()
+    events = await ledger_events(postgres_database)
+    assert_one_closure_per_round(events, round_streams(tables))
+    assert [e.data for e in events if e.stream == "rejections"] == []
+    assert {k: r.bets() for k, r in wallet.unique.items()} == expected
+
+
+async def _closed_some(ledger: Ledger) -> bool:
+    return len(closures(await ledger.read_all(0, 100_000))) >= 3
+
+
+async def _not_ready(service: Service) -> bool:
+    assert service.http_port
+    return (await http_get(service.http_port, "/readyz"))[0] == 503
