@@ -120,6 +120,10 @@ async def test_replay_on_postgres_writes_what_sqlite_writes(
         position = await ledger.last_position()
 
     again = _replay(feed, tmp_path / "again", postgres_database)
-    assert again[0] == []  # everything was settled before: nothing new to tell wallets
+    # Everything was settled before: the same results, read back, and nothing new written.
+    assert sorted(again[0], key=lambda r: r["message_id"]) == sorted(
+        results, key=lambda r: r["message_id"]
+    )
+    assert "closed by an earlier run (results read back): 5" in again[2]
     async with open_ledger(postgres_database) as ledger:
         assert await ledger.last_position() == position
