@@ -13,7 +13,7 @@ import hashlib
 import uuid
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from croupier.contract import (
@@ -72,37 +72,56 @@ def message_id(table_id: str, round_id: str, player_id: str, currency: str) -> s
 
 
 def settlement_results(closed: Mapping[str, Any], position: int) -> list[SettlementResult]:
-    """One result per player and currency from a ``round.settled`` or ``round.voided`` fact.
+    """One result per player and currency from a ``round.settled`` or ``round.voided`` fact."""
+    return [_settlement_result(body, position) for body in result_bodies(closed)]
 
-    Built without re-validation: the fact was produced by the rules core, which already
-    guarantees each line's outcome and amount, and the totals are summed right here.
+
+def result_bodies(closed: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The JSON bodies of :func:`settlement_results`, without ``ledger_position``.
+
+    Plain dicts, built without re-validation: the fact was produced by the rules core,
+    which already guarantees each line's outcome and amount, and the totals are summed
+    right here.
     """
     event = closed["event"]
     table_id, round_id = event["table_id"], event["round_id"]
-    by_owner: dict[tuple[str, str], list[BetLine]] = {}
+    by_owner: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for line in closed["results"]:
-        bet = BetLine.model_construct(
-            bet_id=line["bet_id"],
-            spot=Spot(line["spot"]),
-            stake=line["stake"],
-            returned=line["returned"],
-            outcome=Outcome(line["outcome"]),
-        )
+        bet = {
+            "bet_id": line["bet_id"],
+            "spot": line["spot"],
+            "stake": line["stake"],
+            "returned": line["returned"],
+            "outcome": line["outcome"],
+        }
         by_owner.setdefault((line["player_id"], line["currency"]), []).append(bet)
     return [
-        SettlementResult.model_construct(
-            message_id=message_id(table_id, round_id, player, currency),
-            table_id=table_id,
-            round_id=round_id,
-            player_id=player,
-            currency=currency,
-            bets=bets,
-            stake_total=sum(bet.stake for bet in bets),
-            returned_total=sum(bet.returned for bet in bets),
-            ledger_position=position,
-        )
+        {
+            "message_id": message_id(table_id, round_id, player, currency),
+            "table_id": table_id,
+            "round_id": round_id,
+            "player_id": player,
+            "currency": currency,
+            "bets": bets,
+            "stake_total": sum(bet["stake"] for bet in bets),
+            "returned_total": sum(bet["returned"] for bet in bets),
+        }
         for (player, currency), bets in by_owner.items()
     ]
+
+
+def _settlement_result(body: Mapping[str, Any], position: int) -> SettlementResult:
+    bets = [
+        BetLine.model_construct(
+            bet_id=bet["bet_id"],
+            spot=Spot(bet["spot"]),
+            stake=bet["stake"],
+            returned=bet["returned"],
+            outcome=Outcome(bet["outcome"]),
+        )
+        for bet in body["bets"]
+    ]
+    return SettlementResult.model_construct(**{**body, "bets": bets, "ledger_position": position})
 
 
 def routing_key(result: SettlementResult) -> str:
@@ -197,9 +216,7 @@ class Settler:
             kind = str(event.event_type)
             ids = (event.event_id, event.table_id, event.round_id, kind)
             return [Handled(message.ref, "duplicate", *ids)]
-        handled = [_handled_fact(fact) for fact in facts]
-        handled[0] = replace(handled[0], ref=message.ref)
-        return handled
+        return [_handled_fact(fact, message.ref if i == 0 else 0) for i, fact in enumerate(facts)]
 
     async def _load_rounds(self, events: Sequence[FeedEvent], work: _Batch) -> None:
         """Bring every round the batch touches into it: from the cache, else the ledger."""
@@ -266,12 +283,11 @@ class Settler:
             work.add(key, moved)
 
     def _record_results(self, fact: Fact, work: _Batch) -> None:
-        for result in settlement_results(fact.data, position=0):
-            body = result.model_dump(mode="json", exclude={"ledger_position"})
+        bodies = work.results[fact.key] = result_bodies(fact.data)
+        for body in bodies:
+            key = f"{body['currency']}.{body['player_id']}"  # as routing_key() gives it
             work.outbox.append(
-                OutboxMessage(
-                    result.message_id, SETTLEMENTS_EXCHANGE, routing_key(result), body, fact.key
-                )
+                OutboxMessage(body["message_id"], SETTLEMENTS_EXCHANGE, key, body, fact.key)
             )
 
     # -- committing ------------------------------------------------------------------------
@@ -290,7 +306,9 @@ class Settler:
         closed = [r for r in recorded if r.type in (SETTLED, VOIDED)]
         work.report.closed = closed
         work.report.results = [
-            result for r in closed for result in settlement_results(r.data, r.position)
+            _settlement_result(body, r.position)
+            for r in closed
+            for body in work.results.get(r.key) or result_bodies(r.data)
         ]
 
 
@@ -308,6 +326,7 @@ class _Batch:
     appends: dict[str, list[NewEvent]] = field(default_factory=dict)
     expected: dict[str, int | None] = field(default_factory=dict)
     outbox: list[OutboxMessage] = field(default_factory=list)
+    results: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     raw_rejections: set[str] = field(default_factory=set)
 
     def add(self, stream: str, fact: Fact, *, expected: int | None = -1) -> None:
@@ -326,11 +345,14 @@ def _parse(message: Inbound) -> FeedEvent | ContractError:
         return error
 
 
-def _handled_fact(fact: Fact) -> Handled:
-    verdict = {HELD: "held", REJECTED: "rejected"}.get(fact.type, "accepted")
+_VERDICTS: Final = {HELD: "held", REJECTED: "rejected"}
+
+
+def _handled_fact(fact: Fact, ref: int = 0) -> Handled:
+    verdict = _VERDICTS.get(fact.type, "accepted")
     event = fact.data["event"]
     return Handled(
-        0,
+        ref,
         verdict,
         event["event_id"],
         event["table_id"],
