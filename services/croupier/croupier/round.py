@@ -119,8 +119,34 @@ def fingerprint(event: FeedEvent) -> str:
 
 
 def _digest(dump: dict[str, Any]) -> str:
-    canonical = json.dumps(dump, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()[:32]
+    return hashlib.sha256(_sorted_json(dump).encode()).hexdigest()[:32]
+
+
+def _sorted_json(value: Any) -> str:
+    """``json.dumps(value, sort_keys=True, separators=(",", ":"))``, the fingerprint's text."""
+    if _iterencode is None or not isinstance(value, dict):
+        return json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return "".join(_iterencode(value, 0))
+
+
+# json.dumps with any option builds a new encoder per call, which costs as much as encoding
+# an event; this is that encoder (same arguments, so the same text) built once.
+_make_encoder = getattr(json.encoder, "c_make_encoder", None)
+_iterencode: Callable[[Any, int], list[str]] | None = (
+    None
+    if _make_encoder is None
+    else _make_encoder(
+        None,
+        json.JSONEncoder().default,
+        json.encoder.encode_basestring_ascii,
+        None,
+        ":",
+        ",",
+        True,
+        False,
+        True,
+    )
+)
 
 
 def stream_name(table_id: str, round_id: str) -> str:
@@ -163,6 +189,8 @@ class Round:
     dealer: list[int] = field(default_factory=list)
     board: list[int] = field(default_factory=list)
     dealt: dict[int, str] = field(default_factory=dict)
+    #: The antes in ``bets`` by (player_id, box): a round can seat thousands of players.
+    antes: dict[tuple[str, str], PlacedBet] = field(default_factory=dict)
 
     @property
     def stream(self) -> str:
@@ -465,9 +493,12 @@ class Round:
     def _accept(self, event: FeedEvent) -> None:
         if isinstance(event, BetPlaced):
             bet = event.payload
-            self.bets[bet.bet_id] = PlacedBet(
+            placed = PlacedBet(
                 bet.bet_id, bet.player_id, bet.box, Spot(bet.spot), bet.amount, bet.currency
             )
+            self.bets[bet.bet_id] = placed
+            if placed.spot is Spot.ANTE:
+                self.antes.setdefault((placed.player_id, placed.box), placed)
         elif isinstance(event, CardsDealt):
             if event.payload.target is Target.PLAYER:
                 self.hole.setdefault(event.payload.box or "", [])
@@ -499,14 +530,7 @@ class Round:
         return self.table
 
     def _ante_of(self, player_id: str, box: str) -> PlacedBet | None:
-        return next(
-            (
-                b
-                for b in self.bets.values()
-                if b.spot is Spot.ANTE and b.player_id == player_id and b.box == box
-            ),
-            None,
-        )
+        return self.antes.get((player_id, box))
 
     def _hand_of(self, target: Target, box: str | None) -> tuple[list[int], int, str]:
         if target is Target.PLAYER:
