@@ -44,9 +44,19 @@ class Strategy(Protocol):
     """A player's way of deciding."""
 
     def decide(
-        self, game: Game, stage: Stage, hole: Hole, board: Board, paytable: PayTable
+        self,
+        game: Game,
+        stage: Stage,
+        hole: Hole,
+        board: Board,
+        paytable: PayTable,
+        *,
+        flop_bet: bool = False,
     ) -> Action | None:
-        """The action at ``stage``, or None when the player times out."""
+        """The action at ``stage``, or None when the player times out.
+
+        ``flop_bet``: whether this ante bet on the flop (it changes the stakes at the turn).
+        """
         ...
 
 
@@ -54,7 +64,14 @@ class Advisor(Protocol):
     """Something that knows the best decision (highest EV), e.g. the exact-odds module."""
 
     def best_action(
-        self, game: Game, stage: Stage, hole: Hole, board: Board, paytable: PayTable
+        self,
+        game: Game,
+        stage: Stage,
+        hole: Hole,
+        board: Board,
+        paytable: PayTable,
+        *,
+        flop_bet: bool = False,
     ) -> Action:
         """The decision with the highest expected value."""
         ...
@@ -141,7 +158,14 @@ class SimpleStrategy:
         self._rng = rng
 
     def decide(
-        self, game: Game, stage: Stage, hole: Hole, board: Board, paytable: PayTable
+        self,
+        game: Game,
+        stage: Stage,
+        hole: Hole,
+        board: Board,
+        paytable: PayTable,
+        *,
+        flop_bet: bool = False,
     ) -> Action | None:
         """The rule's action; never times out."""
         if stage is Stage.PREFLOP:
@@ -171,7 +195,14 @@ class AlwaysCall:
         del rng
 
     def decide(
-        self, game: Game, stage: Stage, hole: Hole, board: Board, paytable: PayTable
+        self,
+        game: Game,
+        stage: Stage,
+        hole: Hole,
+        board: Board,
+        paytable: PayTable,
+        *,
+        flop_bet: bool = False,
     ) -> Action | None:
         """The wager action of the stage."""
         return wager_action(game, stage)
@@ -186,12 +217,19 @@ class TimeoutStrategy:
         self._inner, self._rate, self._rng = inner, rate, rng
 
     def decide(
-        self, game: Game, stage: Stage, hole: Hole, board: Board, paytable: PayTable
+        self,
+        game: Game,
+        stage: Stage,
+        hole: Hole,
+        board: Board,
+        paytable: PayTable,
+        *,
+        flop_bet: bool = False,
     ) -> Action | None:
         """None (a timeout) with the given rate, else the inner strategy's action."""
         if self._rng.random() < self._rate:
             return None
-        return self._inner.decide(game, stage, hole, board, paytable)
+        return self._inner.decide(game, stage, hole, board, paytable, flop_bet=flop_bet)
 
 
 class BestPlayStrategy:
@@ -205,15 +243,29 @@ class BestPlayStrategy:
         self._advisor = advisor
 
     def decide(
-        self, game: Game, stage: Stage, hole: Hole, board: Board, paytable: PayTable
+        self,
+        game: Game,
+        stage: Stage,
+        hole: Hole,
+        board: Board,
+        paytable: PayTable,
+        *,
+        flop_bet: bool = False,
     ) -> Action | None:
         """The advisor's best action; never times out."""
-        return self._advisor.best_action(game, stage, hole, board, paytable)
+        return self._advisor.best_action(game, stage, hole, board, paytable, flop_bet=flop_bet)
+
+
+def _best_play(rng: random.Random) -> Strategy:
+    from studio.bestplay import exact_odds
+
+    return BestPlayStrategy(exact_odds())
 
 
 STRATEGIES: dict[str, StrategyFactory] = {
     "simple": SimpleStrategy,
     "always-call": AlwaysCall,
+    "best-play": _best_play,
 }
 
 

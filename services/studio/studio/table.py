@@ -55,6 +55,7 @@ class Seat:
     box: str
     ante: int
     in_play: bool = True
+    flop_bet: bool = False
 
 
 @dataclass(slots=True)
@@ -230,7 +231,9 @@ class StudioTable:
         gap = max(1, DECISION_MS // (len(live) + 1))
         allowed = STAGE_ACTIONS[(self.game, stage)]
         for seat in live:
-            action = self.strategy.decide(self.game, stage, holes[seat.box], board, self.paytable)
+            action = self.strategy.decide(
+                self.game, stage, holes[seat.box], board, self.paytable, flop_bet=seat.flop_bet
+            )
             if action is None:  # timed out: a fold where no check exists, else a check
                 seat.in_play = Action.CHECK in allowed
                 continue
@@ -245,6 +248,7 @@ class StudioTable:
                 payload["bet_id"] = draft.new_bet_id()
                 payload["amount"] = seat.ante * (2 if action is Action.CALL else 1)
             seat.in_play = action is not Action.FOLD
+            seat.flop_bet |= stage is Stage.FLOP and action is Action.BET
             self._add(draft, EventType.DECISION_MADE, payload, gap)
         self.now_ms += gap
 

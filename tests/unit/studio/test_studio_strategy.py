@@ -93,7 +93,14 @@ def test_timeout_strategy_sometimes_says_nothing() -> None:
 
 class _FoldEverything:
     def best_action(
-        self, game: Game, stage: Stage, hole: Hole, board: Board, paytable: PayTable
+        self,
+        game: Game,
+        stage: Stage,
+        hole: Hole,
+        board: Board,
+        paytable: PayTable,
+        *,
+        flop_bet: bool = False,
     ) -> Action:
         return Action.FOLD
 
@@ -117,7 +124,7 @@ def test_best_play_asks_its_advisor_and_can_be_registered() -> None:
 
 
 def test_unknown_strategy_is_named() -> None:
-    with pytest.raises(ValueError, match="known: always-call, simple"):
+    with pytest.raises(ValueError, match="known: always-call, best-play, simple"):
         make_strategy("clairvoyant", random.Random(0))
 
 
@@ -133,6 +140,35 @@ def test_a_strategy_answering_out_of_turn_is_refused() -> None:
 
 class _Checker:
     def decide(
-        self, game: Game, stage: Stage, hole: Hole, board: Board, paytable: PayTable
+        self,
+        game: Game,
+        stage: Stage,
+        hole: Hole,
+        board: Board,
+        paytable: PayTable,
+        *,
+        flop_bet: bool = False,
     ) -> Action | None:
         return Action.CHECK
+
+
+def test_best_play_takes_the_exact_odds_decision() -> None:
+    """best-play answers what holdem.odds computes, and remembers it for a shared hand."""
+    from holdem import load_paytable, parse_cards
+    from holdem.odds import casino_holdem_flop, texas_holdem_plus_turn
+    from studio.bestplay import exact_odds
+
+    player = make_strategy("best-play", random.Random(0))
+    classic = load_paytable("casino-holdem/classic")
+    hole, board = parse_cards("7c2d"), tuple(parse_cards("KsQhJd"))
+    best = casino_holdem_flop(classic, hole, board).best
+    assert best is Action.FOLD  # 7-2 offsuit against K-Q-J: no pair, no draw
+    assert player.decide(Game.CASINO_HOLDEM, Stage.FLOP, (hole[0], hole[1]), board, classic) is best
+    plus = load_paytable("texas-holdem-plus/standard")
+    hole, board = parse_cards("AhKh"), tuple(parse_cards("QhJh2c3d"))
+    for flop_bet in (False, True):
+        expected = texas_holdem_plus_turn(plus, hole, board[:3], board[3:], flop_bet).best
+        answer = exact_odds().best_action(
+            Game.TEXAS_HOLDEM_PLUS, Stage.TURN, (hole[0], hole[1]), board, plus, flop_bet=flop_bet
+        )
+        assert answer is expected
