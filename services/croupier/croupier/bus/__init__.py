@@ -13,10 +13,11 @@ exchange, routed by ``<currency>.<player_id>``.
 
 from __future__ import annotations
 
+import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 FEED_EXCHANGE: Final = "studio.feed"
 FEED_QUEUE: Final = "croupier.feed"
@@ -26,6 +27,28 @@ SETTLEMENTS_EXCHANGE: Final = "croupier.settlements"
 DELIVERY_LIMIT: Final = 5
 REASON_HEADER: Final = "x-croupier-reason"
 CODE_HEADER: Final = "x-croupier-code"
+
+
+T = TypeVar("T")
+
+
+async def take_batch(inbox: asyncio.Queue[T], max_messages: int, linger: float) -> list[T]:
+    """Wait for one item, then take whatever arrives within ``linger`` seconds (up to a cap)."""
+    batch = [await inbox.get()]
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + linger
+    while len(batch) < max_messages:
+        if not inbox.empty():
+            batch.append(inbox.get_nowait())
+            continue
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            break
+        try:
+            batch.append(await asyncio.wait_for(inbox.get(), remaining))
+        except TimeoutError:
+            break
+    return batch
 
 
 class BusError(Exception):

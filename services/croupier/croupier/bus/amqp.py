@@ -32,6 +32,7 @@ from croupier.bus import (
     Delivery,
     Outgoing,
     Unroutable,
+    take_batch,
 )
 
 log = structlog.get_logger("croupier.bus")
@@ -105,7 +106,7 @@ class AmqpBus(Bus):
 
     async def next_batch(self, max_messages: int, linger: float) -> list[Delivery]:
         while True:
-            batch = await self._take(max_messages, linger)
+            batch = await take_batch(self._inbox, max_messages, linger)
             live = [message for message in batch if _acknowledgeable(message)]
             if len(live) < len(batch):
                 log.warning(
@@ -114,24 +115,6 @@ class AmqpBus(Bus):
                 )
             if live:
                 return [_delivery(message) for message in live]
-
-    async def _take(self, max_messages: int, linger: float) -> list[AbstractIncomingMessage]:
-        inbox = self._inbox
-        batch = [await inbox.get()]
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + linger
-        while len(batch) < max_messages:
-            if inbox.empty():
-                remaining = deadline - loop.time()
-                if remaining <= 0:
-                    break
-                try:
-                    batch.append(await asyncio.wait_for(inbox.get(), remaining))
-                except TimeoutError:
-                    break
-                continue
-            batch.append(inbox.get_nowait())
-        return batch
 
     async def finish_batch(self, batch: Sequence[Delivery], dead: Sequence[DeadLetter]) -> None:
         if not batch:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 
-from croupier.bus import Bus, DeadLetter, Delivery, Outgoing, Unroutable
+from croupier.bus import Bus, DeadLetter, Delivery, Outgoing, Unroutable, take_batch
 
 Subscriber = Callable[[Outgoing], None]
 
@@ -75,20 +75,7 @@ class MemoryBus(Bus):
         self._consuming = False
 
     async def next_batch(self, max_messages: int, linger: float) -> list[Delivery]:
-        batch = [await self._queue.get()]
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + linger
-        while len(batch) < max_messages:
-            if self._queue.empty():
-                remaining = deadline - loop.time()
-                if remaining <= 0:
-                    break
-                try:
-                    batch.append(await asyncio.wait_for(self._queue.get(), remaining))
-                except TimeoutError:
-                    break
-                continue
-            batch.append(self._queue.get_nowait())
+        batch = await take_batch(self._queue, max_messages, linger)
         self.unacked.update((d.tag, d) for d in batch)
         return batch
 
