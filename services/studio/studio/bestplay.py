@@ -15,9 +15,7 @@ from holdem.odds import (
     texas_holdem_plus_preflop,
     texas_holdem_plus_turn,
 )
-
-Hole = tuple[int, int]
-Board = tuple[int, ...]
+from studio.strategy import Board, Hole
 
 
 class ExactOdds:
