@@ -94,7 +94,14 @@ class Metrics:
             table = data["paytable"]["id"]
             game = str(load_paytable(table).game)
             self.rounds.labels(game, table, status).inc()
+            # Summed per label set first: a shared hand has thousands of lines, and each
+            # labels() lookup takes the metric's lock.
+            sums: dict[tuple[str, str, str, str], list[int]] = {}
             for line in data["results"]:
                 labels = (game, table, line["spot"], line["currency"])
-                self.wagered.labels(*labels).inc(line["stake"])
-                self.returned.labels(*labels).inc(line["returned"])
+                total = sums.setdefault(labels, [0, 0])
+                total[0] += line["stake"]
+                total[1] += line["returned"]
+            for labels, (staked, returned) in sums.items():
+                self.wagered.labels(*labels).inc(staked)
+                self.returned.labels(*labels).inc(returned)
