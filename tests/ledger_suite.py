@@ -395,6 +395,24 @@ class LedgerSuite:
         await ledger.mark_published([])
         assert [m.message_id for m in await ledger.pending_outbox()] == ["m2", "m3", "m4"]
 
+    async def test_pending_pages_never_skip_a_message_left_unpublished(
+        self, ledger: Ledger
+    ) -> None:
+        for n in range(6):
+            await ledger.append([append(f"s{n}", 0)], [message(f"m{n}")])
+        page = [m.message_id for m in await ledger.pending_outbox(2)]
+        await ledger.mark_published(page)  # a whole page: later pages start after it
+        assert [m.message_id for m in await ledger.pending_outbox(2)] == ["m2", "m3"]
+        await ledger.mark_published(["m3"])  # m2 stays pending (say, unroutable)
+        assert [m.message_id for m in await ledger.pending_outbox(2)] == ["m2", "m4"]
+        await ledger.mark_published(["m4"])
+        await ledger.append([append("s6", 0)], [message("m6")])
+        assert [m.message_id for m in await ledger.pending_outbox()] == ["m2", "m5", "m6"]
+        await ledger.mark_published(["m2", "m5", "m6"])
+        assert await ledger.pending_outbox() == []
+        await ledger.append([append("s7", 0)], [message("m7")])
+        assert [m.message_id for m in await ledger.pending_outbox()] == ["m7"]
+
     async def test_outbox_message_carries_the_position_of_its_event(self, ledger: Ledger) -> None:
         await ledger.append([append("s", 0, 2)])
         settled = event("round:1:settled", "round.settled")

@@ -195,3 +195,31 @@ def _plan_outbox(
                 message.message_id, "outbox message recorded with other content"
             )
     return planned
+
+
+class PublishedFloor:
+    """Where ``pending_outbox`` may start: every outbox row with ``seq <= floor`` is published.
+
+    Without it, listing pending messages is an anti-join over the whole outbox, which grows
+    with every result ever published. It holds because outbox rows get their ``seq`` under
+    the append lock, so they become visible in ``seq`` order, and publish markers are never
+    removed. A page of pending rows says every visible row before its first one is
+    published; once each row of the page is marked published too, every row up to its last
+    one is.
+    """
+
+    def __init__(self) -> None:
+        self.seq = 0
+        self._page: dict[str, int] = {}
+
+    def listed(self, page: Sequence[tuple[str, int]]) -> None:
+        """``pending_outbox`` returned these (message_id, seq), in seq order."""
+        if page:
+            self.seq = max(self.seq, page[0][1] - 1)
+        self._page = dict(page)
+
+    def marked(self, message_ids: Sequence[str]) -> None:
+        """``mark_published`` recorded these message ids."""
+        if self._page and self._page.keys() <= set(message_ids):
+            self.seq = max(self.seq, *self._page.values())
+            self._page = {}

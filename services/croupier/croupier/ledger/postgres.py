@@ -36,6 +36,7 @@ from croupier.ledger import (
 )
 from croupier.ledger.batch import (
     Plan,
+    PublishedFloor,
     batch_keys,
     batch_streams,
     outbox_ids,
@@ -87,6 +88,7 @@ class PostgresLedger(Ledger):
         self._max_size = max_size
         self._pool: asyncpg.Pool | None = None
         self._pool_lock = asyncio.Lock()
+        self._published = PublishedFloor()
 
     async def pool(self) -> asyncpg.Pool:
         """The connection pool (created on first call)."""
@@ -184,11 +186,14 @@ class PostgresLedger(Ledger):
 
     async def pending_outbox(self, limit: int = 100) -> list[PendingMessage]:
         rows = await (await self.pool()).fetch(
-            "SELECT message_id, exchange, routing_key, body, position FROM outbox o "
-            "WHERE NOT EXISTS (SELECT 1 FROM outbox_published p WHERE p.message_id = o.message_id)"
+            "SELECT message_id, exchange, routing_key, body, position, seq FROM outbox o "
+            "WHERE seq > $2 AND NOT EXISTS "
+            "(SELECT 1 FROM outbox_published p WHERE p.message_id = o.message_id)"
             " ORDER BY seq LIMIT $1",
             limit,
+            self._published.seq,
         )
+        self._published.listed([(r["message_id"], r["seq"]) for r in rows])
         return [
             PendingMessage(
                 r["message_id"],
@@ -208,6 +213,7 @@ class PostgresLedger(Ledger):
                 "WHERE message_id = ANY($1::text[]) ON CONFLICT DO NOTHING",
                 ids,
             )
+            self._published.marked(ids)
 
     async def close(self) -> None:
         async with self._pool_lock:
