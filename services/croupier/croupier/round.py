@@ -548,10 +548,12 @@ class Round:
         return rules
 
     def _folded(self, ante_bet_id: str, stage: Stage) -> bool:
-        earlier = _STAGE_ORDER[: _STAGE_ORDER.index(stage)]
-        decided = [self.decisions.get((ante_bet_id, s)) for s in earlier]
-        if any(d is not None and d.action is Action.FOLD for d in decided):
-            return True
+        for earlier in _STAGE_ORDER:
+            if earlier is stage:
+                break
+            decided = self.decisions.get((ante_bet_id, earlier))
+            if decided is not None and decided.action is Action.FOLD:
+                return True
         # Texas Hold'em Plus: no call before the flop is a fold (the timeout default).
         needs_call = self._table.game is Game.TEXAS_HOLDEM_PLUS and stage is not Stage.PREFLOP
         preflop = self.decisions.get((ante_bet_id, Stage.PREFLOP))
