@@ -13,6 +13,7 @@ import structlog
 from croupier.contract import Rejection
 from croupier.ledger import Ledger
 from croupier.round import SETTLED, VOIDED, Status
+from croupier.runtime import fewer_collections
 from croupier.settler import BatchReport, Handled, Inbound, Settler, settlement_results
 
 log = structlog.get_logger("croupier.replay")
@@ -63,6 +64,17 @@ async def replay(
     batch_size: int = 2000,
 ) -> ReplaySummary:
     """Settle every line; write results and rejections; return the summary."""
+    with fewer_collections():  # every round of the feed stays in memory
+        return await _replay(lines, ledger, results, rejections, batch_size)
+
+
+async def _replay(
+    lines: Iterable[bytes],
+    ledger: Ledger,
+    results: TextIO,
+    rejections: TextIO,
+    batch_size: int,
+) -> ReplaySummary:
     settler = Settler(ledger, cache_rounds=10**9)
     summary = ReplaySummary()
     held_lines: dict[str, int] = {}

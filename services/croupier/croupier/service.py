@@ -18,6 +18,7 @@ from croupier.consumer import FeedConsumer
 from croupier.ledger import Ledger
 from croupier.metrics import Metrics
 from croupier.relay import OutboxRelay
+from croupier.runtime import fewer_collections
 from croupier.settler import Settler
 from croupier.web import ProbeServer
 
@@ -47,9 +48,11 @@ class Service:
         self.probes = ProbeServer(self.metrics, self.readiness)
         self.http_port: int | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self._tuning = contextlib.ExitStack()
 
     async def start(self, *, http_host: str = "0.0.0.0", http_port: int | None = None) -> None:
         """Migrate, connect, and start consuming and relaying."""
+        self._tuning.enter_context(fewer_collections())  # until stop()
         applied = await self.ledger.migrate()
         if applied:
             log.info("ledger migrated", applied=applied)
@@ -77,6 +80,7 @@ class Service:
             await self.relay.drain(timeout=5)
         await self.probes.close()
         await self.bus.close()
+        self._tuning.close()
         log.info("croupier stopped")
 
     async def readiness(self) -> dict[str, bool]:
