@@ -353,8 +353,9 @@ def hand_value(strength: int) -> HandValue:
 
 def _make_evaluate() -> Callable[[Sequence[int] | str], HandValue]:
     # Closure cells are the fastest look-ups CPython has, and a list the fastest index:
-    # seven card ids go straight through; anything else takes the checked path.
-    keys = [_CHECKED_KEYS[card] for card in range(52)] + [0] * 52  # -52..-1 and 52..103 add no card
+    # seven card ids go straight through; anything else takes the checked path (negative
+    # ids by the sign test, 52..103 by the distinct-cards test, larger ones by IndexError).
+    keys = [_CHECKED_KEYS[card] for card in range(52)] + [0] * 52  # ids 52..103 add no card
     values, flush_table, rank_bits = _VALUES, _FLUSH, _CARD_RANK_BITS
     suits7, ranks7 = _SUITS[7], _RANKS[7]
 
@@ -365,6 +366,8 @@ def _make_evaluate() -> Callable[[Sequence[int] | str], HandValue]:
         """
         try:
             a, b, c, d, e, f, g = cards
+            if a | b | c | d | e | f | g < 0:  # a negative index would wrap onto a real card
+                return _evaluate_checked(cards)
             key = keys[a] + keys[b] + keys[c] + keys[d] + keys[e] + keys[f] + keys[g]
         except (ValueError, IndexError, TypeError):
             return _evaluate_checked(cards)
