@@ -13,15 +13,14 @@ situations are timed too. Full PAR sheet timings are printed by ``make par``.
 
 from __future__ import annotations
 
-import os
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
 import numpy as np
 
+from bench.evaluator import one_core
 from holdem.cards import parse_cards
 from holdem.odds.combos import pairs, quads
 from holdem.odds.situation import (
@@ -37,20 +36,6 @@ from holdem.paytable import load_paytable
 SITUATIONS = (("AsKd", "Qh7c2s"), ("9c8c", "4d4s3h"), ("QsJs", "AsTs3d"))
 REPEATS = 5
 TARGET_MS = 50.0
-
-
-@contextmanager
-def one_core() -> Iterator[None]:
-    """Pin this process to a single CPU while timing."""
-    if not hasattr(os, "sched_getaffinity"):
-        yield
-        return
-    allowed = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, {max(allowed)})
-    try:
-        yield
-    finally:
-        os.sched_setaffinity(0, allowed)
 
 
 def phevaluator_counts(hole: list[int], flop: list[int]) -> tuple[int, int, int, int]:

@@ -41,7 +41,7 @@ import asyncpg
 from aio_pika.abc import AbstractIncomingMessage
 
 from bench.replay import ADMIN_URL, load_line, postgres_available, scratch_database
-from croupier.bus import FEED_QUEUE, SETTLEMENTS_EXCHANGE
+from croupier.bus import FEED_QUEUE, SETTLEMENTS_EXCHANGE, take_batch
 from croupier.bus.amqp import AmqpBus, declare_topology
 from croupier.config import configure_logging
 from croupier.ledger import open_ledger
@@ -181,7 +181,7 @@ async def _raw_consume(
         await queue.consume(inbox.put)
         taken = 0
         while taken < expected:
-            batch = await _take(inbox, RAW_BATCH, RAW_LINGER)
+            batch = await take_batch(inbox, RAW_BATCH, RAW_LINGER)
             records = [(m.delivery_tag, m.body.decode()) for m in batch]
             async with database.transaction():
                 await database.copy_records_to_table("raw_feed", records=records)
@@ -190,25 +190,6 @@ async def _raw_consume(
         finished = time.monotonic()
     await database.close()
     return finished
-
-
-async def _take(
-    inbox: asyncio.Queue[AbstractIncomingMessage], most: int, linger: float
-) -> list[AbstractIncomingMessage]:
-    batch = [await inbox.get()]
-    deadline = time.monotonic() + linger
-    while len(batch) < most:
-        if not inbox.empty():
-            batch.append(inbox.get_nowait())
-            continue
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            break
-        try:
-            batch.append(await asyncio.wait_for(inbox.get(), remaining))
-        except TimeoutError:
-            break
-    return batch
 
 
 def _service(amqp_url: str, db_url: str, ready: MpEvent, stop: MpEvent) -> None:
