@@ -346,6 +346,27 @@ class LedgerSuite:
         report = await ledger.verify()
         assert (report.changed, report.removed, report.inserted) == ([], [3, 6, 7], [])
 
+    async def test_verify_against_an_anchor_finds_a_chain_cut_short(
+        self, ledger: Ledger, ledger_url: str
+    ) -> None:
+        await ledger.append([append("s", 0, 8)])
+        head = await ledger.verify()
+        anchor = (head.head_position, head.head_hash)
+        assert (await ledger.verify(anchor=anchor)).ok
+        await self.tamper(ledger_url, "DELETE FROM events WHERE position IN (7, 8)")
+        assert (await ledger.verify()).ok  # without the anchor, a shorter chain looks whole
+        report = await ledger.verify(anchor=anchor)
+        assert (report.changed, report.removed, report.inserted) == ([], [7, 8], [])
+
+    async def test_verify_against_an_anchor_finds_a_forged_head(
+        self, ledger: Ledger, ledger_url: str
+    ) -> None:
+        await ledger.append([append("s", 0, 4)])
+        head = await ledger.verify()
+        await self.tamper(ledger_url, "UPDATE events SET hash = prev_hash WHERE position = 4")
+        report = await ledger.verify(anchor=(head.head_position, head.head_hash))
+        assert 4 in report.changed + report.inserted
+
     async def test_verify_finds_an_inserted_row(self, ledger: Ledger, ledger_url: str) -> None:
         await ledger.append([append("s", 0, 4)])
         stamp = "2030-01-01T00:00:00.000000Z"

@@ -43,8 +43,9 @@ Hash chain
     Each event stores ``prev_hash`` and ``hash = sha256(prev_hash + canonical row)``, the
     canonical row covering position, stream, version, type, data, key and recorded_at.
     ``verify()`` walks the whole chain and reports every changed, removed and inserted row
-    by position. The newest rows can only be vouched for against a head
-    (position, hash) kept outside the database; ``VerifyReport`` gives the head to keep.
+    by position. The newest rows can only be vouched for against a head (position, hash)
+    kept outside the database: ``VerifyReport`` gives the head to keep, and
+    ``verify(anchor=...)`` (``croupier verify --anchor POSITION:HASH``) checks a kept one.
 
 Outbox
     Outbox messages are written in the same transaction as the events and are never
@@ -222,9 +223,15 @@ class Ledger(ABC):
     async def _chain_page(self, after_position: int, limit: int) -> list[ChainRow]:
         """Raw rows for verification, ``position > after_position`` in position order."""
 
-    async def verify(self, page_size: int = 10_000) -> VerifyReport:
-        """Walk the whole hash chain and report every changed, removed or inserted row."""
-        verifier = ChainVerifier()
+    async def verify(
+        self, page_size: int = 10_000, anchor: tuple[int, str] | None = None
+    ) -> VerifyReport:
+        """Walk the whole hash chain and report every changed, removed or inserted row.
+
+        ``anchor``: a (position, hash) kept outside the database, e.g. an earlier report's
+        head; the chain must still hold it, which also catches rows cut from the end.
+        """
+        verifier = ChainVerifier(anchor=anchor)
         after = -(2**63)  # rows forged at positions <= 0 must be seen too
         while page := await self._chain_page(after, page_size):
             for row in page:

@@ -175,10 +175,13 @@ class ChainVerifier:
     * a row that neither links to its predecessor nor is linked to by its successor
       (or sits below position 1) is *inserted*.
 
-    A rewritten or forged newest row is indistinguishable from a legitimate append;
-    compare ``head_hash`` with a head recorded elsewhere to cover it.
+    A rewritten or forged newest row is indistinguishable from a legitimate append, and so
+    is a chain cut short. An ``anchor`` (a position and hash recorded outside the database,
+    e.g. the head an earlier verification printed) covers both: the row at that position
+    must still exist and still carry that hash.
     """
 
+    anchor: tuple[int, str] | None = None
     checked: int = 0
     _prev: ChainRow | None = None
     _pending: ChainRow | None = None
@@ -199,6 +202,10 @@ class ChainVerifier:
             self._judge(self._pending, None)
             self._pending = None
         head = self._prev
+        last = head.position if head else 0
+        if self.anchor is not None and last < self.anchor[0]:
+            for missing in range(last + 1, self.anchor[0] + 1):
+                self._flag("removed", missing, f"gone, though the anchor is at {self.anchor[0]}")
         return VerifyReport(
             checked=self.checked,
             head_position=head.position if head else 0,
@@ -213,6 +220,9 @@ class ChainVerifier:
 
     def _judge(self, row: ChainRow, successor: ChainRow | None) -> None:
         self.checked += 1
+        anchor = self.anchor
+        if anchor is not None and row.position == anchor[0] and row.hash != anchor[1]:
+            self._flag("changed", row.position, "hash differs from the recorded anchor")
         prev = self._prev
         expected_position = prev.position + 1 if prev else 1
         if row.position < expected_position:
