@@ -113,12 +113,8 @@ def snapshot(event: FeedEvent) -> Snapshot:
     return Snapshot(event, dump, _digest(dump))
 
 
-def fingerprint(event: FeedEvent) -> str:
-    """A digest of an event's content, to tell a redelivery from a reused event id."""
-    return snapshot(event).digest
-
-
 def _digest(dump: dict[str, Any]) -> str:
+    """A digest of an event's content, to tell a redelivery from a reused event id."""
     return hashlib.sha256(_sorted_json(dump).encode()).hexdigest()[:32]
 
 
