@@ -21,7 +21,7 @@ def register(subparsers: Any) -> None:
             "and the embedded SQLite ledger."
         ),
     )
-    parser.add_argument("--rounds", type=int, default=400, help="rounds to play (default 400)")
+    parser.add_argument("--rounds", type=int, default=200, help="rounds to play (default 200)")
     parser.add_argument("--seed", type=int, default=None, help="studio seed (default: random)")
     parser.add_argument(
         "--embedded",
