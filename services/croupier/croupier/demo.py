@@ -14,14 +14,16 @@ import secrets
 import socket
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import aio_pika
 from aio_pika.abc import AbstractIncomingMessage
 
-from croupier.bus import SETTLEMENTS_EXCHANGE, Bus, Outgoing
+from croupier.bus import FEED_QUEUE, SETTLEMENTS_EXCHANGE, Bus, Outgoing
 from croupier.bus.memory import MemoryBus
 from croupier.config import EMBEDDED_LEDGER_URL, Settings
 from croupier.ledger import Ledger, open_ledger
@@ -31,6 +33,7 @@ from holdem import load_paytable
 from studio.config import Faults, StudioConfig, parse_table_specs
 from studio.feed import simulate
 from studio.message import FeedMessage
+from studio.publisher import publish
 
 DEMO_TABLES = (
     "classic:shared=40",
@@ -174,20 +177,21 @@ async def _play(
         publishing = asyncio.create_task(_publish_in_process(bus, messages, sent))
     else:
         publishing = asyncio.create_task(_publish_amqp(messages, settings.amqp_url, wallet, sent))
-    while True:
-        await asyncio.sleep(0.5)
-        backlog = await _backlog(bus, settings)
-        pending = len(await service.ledger.pending_outbox(1))
-        elapsed = time.perf_counter() - started
-        say(
-            f"  {elapsed:5.1f}s  rounds paid {len(wallet.rounds):>5}/{config.rounds}"
-            f"  results paid {len(wallet.seen):>6}  feed backlog {backlog:>6}"
-        )
-        if sent.is_set() and backlog == 0 and pending == 0 and service.consumer.healthy:
-            await asyncio.sleep(0.5)  # results confirmed by the broker may still be on the way
-            wallet.settled.set()
-            await publishing
-            break
+    async with _feed_backlog(bus, settings) as feed_backlog:
+        while True:
+            await asyncio.sleep(0.5)
+            backlog = await feed_backlog()
+            pending = len(await service.ledger.pending_outbox(1))
+            elapsed = time.perf_counter() - started
+            say(
+                f"  {elapsed:5.1f}s  rounds paid {len(wallet.rounds):>5}/{config.rounds}"
+                f"  results paid {len(wallet.seen):>6}  feed backlog {backlog:>6}"
+            )
+            if sent.is_set() and backlog == 0 and pending == 0 and service.consumer.healthy:
+                await asyncio.sleep(0.5)  # results confirmed by the broker may still be coming
+                wallet.settled.set()
+                await publishing
+                return
 
 
 async def _publish_in_process(
@@ -204,9 +208,6 @@ async def _publish_amqp(
     messages: list[FeedMessage], url: str, wallet: Wallet, sent: asyncio.Event
 ) -> None:
     """Publish the feed to RabbitMQ while a wallet queue takes the settlement results."""
-    import aio_pika
-
-    from studio.publisher import publish
 
     async def on_result(message: AbstractIncomingMessage) -> None:
         async with message.process():
@@ -224,18 +225,26 @@ async def _publish_amqp(
         await wallet.settled.wait()
 
 
-async def _backlog(bus: Bus, settings: Settings) -> int:
+@asynccontextmanager
+async def _feed_backlog(
+    bus: Bus, settings: Settings
+) -> AsyncIterator[Callable[[], Awaitable[int]]]:
+    """A probe of the feed messages not yet settled (one broker connection for the demo)."""
     if isinstance(bus, MemoryBus):
-        return bus.backlog + len(bus.unacked)
-    import aio_pika
 
-    connection = await aio_pika.connect(settings.amqp_url)
-    try:
+        async def in_process() -> int:
+            return bus.backlog + len(bus.unacked)
+
+        yield in_process
+        return
+    async with await aio_pika.connect(settings.amqp_url) as connection:
         channel = await connection.channel()
-        queue = await channel.declare_queue("croupier.feed", passive=True)
-        return int(queue.declaration_result.message_count or 0)
-    finally:
-        await connection.close()
+
+        async def on_broker() -> int:
+            queue = await channel.declare_queue(FEED_QUEUE, passive=True)
+            return int(queue.declaration_result.message_count or 0)
+
+        yield on_broker
 
 
 async def _ledger_totals(ledger: Ledger, after: int, prefix: str) -> dict[str, GameTotals]:

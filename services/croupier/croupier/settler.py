@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from croupier.bus import SETTLEMENTS_EXCHANGE
 from croupier.contract import (
     BetLine,
     BetPlaced,
@@ -29,7 +30,6 @@ from croupier.ledger import Ledger, NewEvent, OutboxMessage, RecordedEvent, Stre
 from croupier.round import HELD, REJECTED, SETTLED, VOIDED, Fact, Round, stream_name
 from holdem import Outcome, PayTable, PayTableError, Spot, load_paytable
 
-SETTLEMENTS_EXCHANGE: Final = "croupier.settlements"
 REJECTIONS_STREAM: Final = "rejections"
 METER_MOVED: Final = "jackpot.meter_moved"
 _RESULT_NAMESPACE: Final = uuid.UUID("5f0c1c1e-6a4d-4f51-9d7e-4b8f0e0d2a61")
@@ -122,11 +122,6 @@ def _settlement_result(body: Mapping[str, Any], position: int) -> SettlementResu
         for bet in body["bets"]
     ]
     return SettlementResult.model_construct(**{**body, "bets": bets, "ledger_position": position})
-
-
-def routing_key(result: SettlementResult) -> str:
-    """``<currency>.<player_id>``, the settlement exchange's routing key."""
-    return f"{result.currency}.{result.player_id}"
 
 
 class Settler:
@@ -285,7 +280,7 @@ class Settler:
     def _record_results(self, fact: Fact, work: _Batch) -> None:
         bodies = work.results[fact.key] = result_bodies(fact.data)
         for body in bodies:
-            key = f"{body['currency']}.{body['player_id']}"  # as routing_key() gives it
+            key = f"{body['currency']}.{body['player_id']}"  # the wallets' routing key
             work.outbox.append(
                 OutboxMessage(body["message_id"], SETTLEMENTS_EXCHANGE, key, body, fact.key)
             )
