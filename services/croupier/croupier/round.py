@@ -45,6 +45,7 @@ from croupier.contract import (
     parse_event,
 )
 from holdem import Action, Game, PayTable, Spot, Stage
+from holdem.bets import PLAY_SPOTS, play_spot
 
 # Fact types recorded in a round's ledger stream.
 ACCEPTED: Final = "feed.accepted"
@@ -157,12 +158,6 @@ _STAGES: Final = {
         Stage.FLOP: (3, {Action.BET, Action.CHECK, Action.FOLD}),
         Stage.TURN: (4, {Action.BET, Action.CHECK, Action.FOLD}),
     },
-}
-_PLAY_SPOT: Final = {
-    (Stage.PREFLOP, Action.CALL): Spot.CALL,
-    (Stage.FLOP, Action.CALL): Spot.CALL,
-    (Stage.FLOP, Action.BET): Spot.FLOP_BET,
-    (Stage.TURN, Action.BET): Spot.TURN_BET,
 }
 _SIDE_BETS: Final = frozenset({Spot.AA_BONUS, Spot.JACKPOT, Spot.PLUS})
 _STAGE_ORDER: Final = (Stage.PREFLOP, Stage.FLOP, Stage.TURN)
@@ -447,7 +442,7 @@ class Round:
         return Fact(VOIDED, data, f"{event.event_id}:voided")
 
     def _by_currency(self) -> Iterator[tuple[str, list[holdem.Wager], list[holdem.Decision]]]:
-        placed = [b for b in self.bets.values() if b.spot not in _PLAY_SPOT.values()]
+        placed = [b for b in self.bets.values() if b.spot not in PLAY_SPOTS]
         for currency in sorted({b.currency for b in placed}):
             wagers = [
                 holdem.Wager(b.bet_id, b.player_id, b.box, b.spot, b.amount)
@@ -511,7 +506,7 @@ class Round:
         stage, action = Stage(move.stage), Action(move.action)
         decision = holdem.Decision(move.ante_bet_id, stage, action, move.bet_id, move.amount)
         self.decisions[(move.ante_bet_id, stage)] = decision
-        spot = _PLAY_SPOT.get((stage, action))
+        spot = play_spot(stage, action)
         if spot is not None and move.bet_id is not None and move.amount is not None:
             ante = self.bets[move.ante_bet_id]
             self.bets[move.bet_id] = PlacedBet(
