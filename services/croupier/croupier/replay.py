@@ -14,7 +14,14 @@ from croupier.contract import Rejection
 from croupier.ledger import Ledger
 from croupier.round import SETTLED, VOIDED, Status
 from croupier.runtime import fewer_collections
-from croupier.settler import BatchReport, Handled, Inbound, Settler, settlement_results
+from croupier.settler import (
+    BatchReport,
+    Handled,
+    Inbound,
+    ResultBody,
+    Settler,
+    settlement_results,
+)
 
 log = structlog.get_logger("croupier.replay")
 
@@ -136,9 +143,18 @@ def _record(
         summary.settled += closed.type == SETTLED
         summary.voided += closed.type == VOIDED
     for result in report.results:
-        summary.wagered[result.currency] += result.stake_total
-        summary.returned[result.currency] += result.returned_total
-        results.write(result.model_dump_json() + "\n")
+        summary.wagered[result["currency"]] += result["stake_total"]
+        summary.returned[result["currency"]] += result["returned_total"]
+        results.write(_result_line(result))
+
+
+# Compact UTF-8 JSON in the body's (the contract's) field order: the text
+# ``SettlementResult.model_dump_json`` gives, without building the model.
+_result_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+def _result_line(body: ResultBody) -> str:
+    return _result_json(body) + "\n"
 
 
 def _count(

@@ -18,7 +18,6 @@ from typing import Any, Final
 
 from croupier.bus import SETTLEMENTS_EXCHANGE
 from croupier.contract import (
-    BetLine,
     BetPlaced,
     ContractError,
     FeedEvent,
@@ -28,7 +27,7 @@ from croupier.contract import (
 )
 from croupier.ledger import Ledger, NewEvent, OutboxMessage, RecordedEvent, StreamAppend
 from croupier.round import HELD, REJECTED, SETTLED, VOIDED, Fact, Round, stream_name
-from holdem import Outcome, PayTable, PayTableError, Spot, load_paytable
+from holdem import PayTable, PayTableError, load_paytable
 
 REJECTIONS_STREAM: Final = "rejections"
 METER_MOVED: Final = "jackpot.meter_moved"
@@ -57,13 +56,17 @@ class Handled:
     reason: str | None = None
 
 
+#: A settlement result as the JSON body wallets receive (a valid ``SettlementResult``).
+ResultBody = dict[str, Any]
+
+
 @dataclass
 class BatchReport:
     """The outcome of one batch, after its ledger transaction committed."""
 
     handled: list[Handled] = field(default_factory=list)
     closed: list[RecordedEvent] = field(default_factory=list)
-    results: list[SettlementResult] = field(default_factory=list)
+    results: list[ResultBody] = field(default_factory=list)
 
 
 def message_id(table_id: str, round_id: str, player_id: str, currency: str) -> str:
@@ -71,9 +74,14 @@ def message_id(table_id: str, round_id: str, player_id: str, currency: str) -> s
     return str(uuid.uuid5(_RESULT_NAMESPACE, f"{table_id}/{round_id}/{player_id}/{currency}"))
 
 
-def settlement_results(closed: Mapping[str, Any], position: int) -> list[SettlementResult]:
+def settlement_results(closed: Mapping[str, Any], position: int) -> list[ResultBody]:
     """One result per player and currency from a ``round.settled`` or ``round.voided`` fact."""
-    return [_settlement_result(body, position) for body in result_bodies(closed)]
+    return [{**body, "ledger_position": position} for body in result_bodies(closed)]
+
+
+def settlement_result(body: Mapping[str, Any]) -> SettlementResult:
+    """A result body as the contract's model (validated)."""
+    return SettlementResult.model_validate(body, strict=False)
 
 
 def result_bodies(closed: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -108,20 +116,6 @@ def result_bodies(closed: Mapping[str, Any]) -> list[dict[str, Any]]:
         }
         for (player, currency), bets in by_owner.items()
     ]
-
-
-def _settlement_result(body: Mapping[str, Any], position: int) -> SettlementResult:
-    bets = [
-        BetLine.model_construct(
-            bet_id=bet["bet_id"],
-            spot=Spot(bet["spot"]),
-            stake=bet["stake"],
-            returned=bet["returned"],
-            outcome=Outcome(bet["outcome"]),
-        )
-        for bet in body["bets"]
-    ]
-    return SettlementResult.model_construct(**{**body, "bets": bets, "ledger_position": position})
 
 
 class Settler:
@@ -301,7 +295,7 @@ class Settler:
         closed = [r for r in recorded if r.type in (SETTLED, VOIDED)]
         work.report.closed = closed
         work.report.results = [
-            _settlement_result(body, r.position)
+            {**body, "ledger_position": r.position}
             for r in closed
             for body in work.results.get(r.key) or result_bodies(r.data)
         ]

@@ -25,6 +25,7 @@ import pytest
 from croupier_feeds import CH_CLASSIC, CH_PROGRESSIVE, CH_ROYAL, THP, RoundFeed, line
 
 from croupier.cli import main
+from croupier.contract import SettlementResult
 from croupier.ledger import open_ledger
 from croupier.replay import ReplaySummary, replay
 from croupier.settler import message_id
@@ -486,6 +487,7 @@ class Replayed:
     summary: ReplaySummary
     results: list[dict[str, Any]]
     rejections: list[dict[str, Any]]
+    result_lines: list[str]
 
 
 async def run_replay(lines: Sequence[str], tmp_path: Path, batch_size: int = 2000) -> Replayed:
@@ -500,7 +502,12 @@ async def run_replay(lines: Sequence[str], tmp_path: Path, batch_size: int = 200
             rejections,
             batch_size=batch_size,
         )
-    return Replayed(summary, _jsonl(results.getvalue()), _jsonl(rejections.getvalue()))
+    return Replayed(
+        summary,
+        _jsonl(results.getvalue()),
+        _jsonl(rejections.getvalue()),
+        results.getvalue().splitlines(),
+    )
 
 
 def _jsonl(text: str) -> list[dict[str, Any]]:
@@ -535,6 +542,8 @@ def test_a_generated_feed_of_1000_rounds_settles_like_the_reference(
     assert actual.keys() == expected.keys()
     wrong = {key: (actual[key], expected[key]) for key in expected if actual[key] != expected[key]}
     assert wrong == {}
+    for text in replayed.result_lines:  # each line is the contract's own serialisation
+        assert SettlementResult.model_validate_json(text).model_dump_json() == text
     for r in replayed.results:
         assert r["stake_total"] == sum(b["stake"] for b in r["bets"])
         assert r["returned_total"] == sum(b["returned"] for b in r["bets"])

@@ -21,6 +21,7 @@ from croupier.settler import (
     Settler,
     message_id,
     meter_stream,
+    settlement_result,
 )
 
 Event = dict[str, Any]
@@ -67,6 +68,11 @@ def ch_round(
     ]
 
 
+def models(report: BatchReport) -> list[SettlementResult]:
+    """The report's result bodies as contract models (each validated)."""
+    return [settlement_result(body) for body in report.results]
+
+
 def by_player(results: Sequence[SettlementResult]) -> dict[str, SettlementResult]:
     return {r.player_id: r for r in results}
 
@@ -101,7 +107,7 @@ async def test_a_failed_batch_writes_nothing_and_a_retry_decides_the_same(ledger
     assert await ledger.stream_version("round:t1:r2") == 0
     report = await ours.handle(batch)  # read back from the ledger, then decided again
     assert [h.verdict for h in report.handled] == ["accepted"] * len(batch)
-    assert {(r.round_id, r.player_id) for r in report.results} == {
+    assert {(r.round_id, r.player_id) for r in models(report)} == {
         ("r1", "p1"),
         ("r1", "p2"),
         ("r2", "p1"),
@@ -141,7 +147,7 @@ async def test_a_fresh_settler_continues_a_half_played_round(ledger: Ledger) -> 
 
     assert [h.verdict for h in report.handled] == ["accepted"] * (1 + len(held))
     strip = {"ledger_position"}
-    assert [r.model_dump(exclude=strip) for r in report.results] == [
+    assert [r.model_dump(exclude=strip) for r in models(report)] == [
         r.model_dump(exclude=strip) for r in whole
     ]
 
@@ -149,7 +155,7 @@ async def test_a_fresh_settler_continues_a_half_played_round(ledger: Ledger) -> 
 async def _settle_alone(events: Sequence[Event]) -> list[SettlementResult]:
     async with open_ledger("sqlite:///:memory:") as other:
         await other.migrate()
-        return (await Settler(other).handle(inbound(events))).results
+        return models(await Settler(other).handle(inbound(events)))
 
 
 MALFORMED = {
@@ -211,13 +217,13 @@ async def test_results_carry_the_settled_fact_position_and_stable_message_ids(
     settled = [r for r in await ledger.read_stream("round:t9:r9") if r.type == SETTLED]
     (fact,) = settled
     assert [c.position for c in report.closed] == [fact.position]
-    results = by_player(report.results)
+    results = by_player(models(report))
     assert {r.ledger_position for r in results.values()} == {fact.position}
     assert results["p1"].message_id == message_id("t9", "r9", "p1", "EUR")
     assert results["p2"].message_id == message_id("t9", "r9", "p2", "EUR")
     assert results["p1"].message_id != results["p2"].message_id
     assert [r.message_id for r in await _settle_alone(ch_round(RoundFeed("t9", "r9")))] == [
-        r.message_id for r in report.results
+        r.message_id for r in models(report)
     ]
     pending = {m.message_id: m for m in await ledger.pending_outbox()}
     for result in results.values():
@@ -266,7 +272,7 @@ async def test_the_jackpot_meter_moves_across_rounds_and_reseeds_after_a_royal(
     royal_move = moves[2].data
     assert royal_move["awarded"] == SEED + 3 * contribution
     assert royal_move["reseeded"] == SEED
-    (p1,) = [r for r in report.results if r.player_id == "p1"]
+    (p1,) = [r for r in models(report) if r.player_id == "p1"]
     jackpot = next(b for b in p1.bets if b.spot == "jackpot")
     assert jackpot.returned == 100 + SEED + 3 * contribution
 
