@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections import Counter
 from collections.abc import Iterable
@@ -86,19 +87,31 @@ async def _replay(
     summary = ReplaySummary()
     held_lines: dict[str, int] = {}
     batch: list[Inbound] = []
+    committing: asyncio.Task[BatchReport] | None = None
 
     async def flush() -> None:
-        report = await settler.handle(batch)
-        _record(report, summary, results, rejections, held_lines)
+        # Decide this batch while the previous one commits; commits stay in order.
+        nonlocal committing
+        decided = await settler.decide(batch)
         batch.clear()
+        if committing is not None:
+            _record(await committing, summary, results, rejections, held_lines)
+        committing = asyncio.create_task(settler.commit(decided))
 
-    for number, line in enumerate(lines, start=1):
-        summary.events += 1
-        batch.append(Inbound(line.rstrip(b"\r\n"), number))
-        if len(batch) >= batch_size:
+    try:
+        for number, line in enumerate(lines, start=1):
+            summary.events += 1
+            batch.append(Inbound(line.rstrip(b"\r\n"), number))
+            if len(batch) >= batch_size:
+                await flush()
+        if batch:
             await flush()
-    if batch:
-        await flush()
+        if committing is not None:
+            _record(await committing, summary, results, rejections, held_lines)
+            committing = None
+    finally:
+        if committing is not None:  # a failure elsewhere: let the commit in flight end
+            await asyncio.gather(committing, return_exceptions=True)
     _record(await settler.reject_unopened(), summary, results, rejections, held_lines)
     _record(await _settled_before(settler, summary), summary, results, rejections, held_lines)
     summary.open = {

@@ -44,6 +44,7 @@ from croupier.contract import (
     Target,
     parse_event,
 )
+from croupier.ledger.chain import canonical_json
 from holdem import Action, Game, PayTable, Spot, Stage
 from holdem.bets import PLAY_SPOTS, play_spot
 
@@ -81,6 +82,8 @@ class Fact:
     type: str
     data: Mapping[str, Any]
     key: str
+    #: ``data`` as the JSON text the ledger records, when already encoded.
+    encoded: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,53 +100,37 @@ class PlacedBet:
 
 @dataclass(frozen=True, slots=True)
 class Snapshot:
-    """An event with its JSON form and content digest, computed once per delivery."""
+    """An event with its JSON form, canonical text and digest, computed once per delivery."""
 
     event: FeedEvent
     dump: dict[str, Any]
+    text: str
     digest: str
 
-    def data(self) -> dict[str, Any]:
-        """The part of a fact that records the event."""
-        return {"event": self.dump, "fingerprint": self.digest}
+    def fact(self, type_: str, key: str, **extra: Any) -> Fact:
+        """A fact recording this event, with ``extra`` data beside it."""
+        data = {"event": self.dump, "fingerprint": self.digest, **extra}
+        return Fact(type_, data, key, self._encode(extra))
+
+    def _encode(self, extra: dict[str, Any]) -> str:
+        # canonical_json of the fact, splicing in the event's text rather than encoding the
+        # event a second time (keys sort as: ..., "event", "fingerprint", ...).
+        middle = f'"event":{self.text},"fingerprint":"{self.digest}"'
+        if not extra:
+            return "{" + middle + "}"
+        before = {k: v for k, v in extra.items() if k < "event"}
+        after = {k: v for k, v in extra.items() if k > "fingerprint"}
+        assert len(before) + len(after) == len(extra), "extra data shadows the event"
+        head = canonical_json(before)[:-1] + "," if before else "{"
+        tail = "," + canonical_json(after)[1:] if after else "}"
+        return head + middle + tail
 
 
 def snapshot(event: FeedEvent) -> Snapshot:
-    """The event with its JSON form and its fingerprint."""
+    """The event with its JSON form, its canonical JSON text and its fingerprint."""
     dump = event.model_dump(mode="json")
-    return Snapshot(event, dump, _digest(dump))
-
-
-def _digest(dump: dict[str, Any]) -> str:
-    """A digest of an event's content, to tell a redelivery from a reused event id."""
-    return hashlib.sha256(_sorted_json(dump).encode()).hexdigest()[:32]
-
-
-def _sorted_json(value: Any) -> str:
-    """``json.dumps(value, sort_keys=True, separators=(",", ":"))``, the fingerprint's text."""
-    if _iterencode is None or not isinstance(value, dict):
-        return json.dumps(value, sort_keys=True, separators=(",", ":"))
-    return "".join(_iterencode(value, 0))
-
-
-# json.dumps with any option builds a new encoder per call, which costs as much as encoding
-# an event; this is that encoder (same arguments, so the same text) built once.
-_make_encoder = getattr(json.encoder, "c_make_encoder", None)
-_iterencode: Callable[[Any, int], list[str]] | None = (
-    None
-    if _make_encoder is None
-    else _make_encoder(
-        None,
-        json.JSONEncoder().default,
-        json.encoder.encode_basestring_ascii,
-        None,
-        ":",
-        ",",
-        True,
-        False,
-        True,
-    )
-)
+    text = canonical_json(dump)
+    return Snapshot(event, dump, text, hashlib.sha256(text.encode()).hexdigest()[:32])
 
 
 def stream_name(table_id: str, round_id: str) -> str:
@@ -215,7 +202,7 @@ class Round:
             reason = f"seq {event.seq} of round {self.round_id} is already taken by another event"
             return [self._record(_rejected(snap, "seq_taken", reason, uses_seq=False), event)]
         if event.seq > self.next_seq:
-            held = Fact(HELD, snap.data(), f"{event.event_id}:held")
+            held = snap.fact(HELD, f"{event.event_id}:held")
             return [self._record(held, event)]
         facts = [self._record(self._decide(snap, meters), event)]
         while self.next_seq in self.held:
@@ -249,10 +236,11 @@ class Round:
                 return self._void(event, snap)
         except Rejection as rejection:
             return _rejected(snap, rejection.code, str(rejection), uses_seq=True)
-        data = snap.data()
+        key = f"{event.event_id}:accepted"
         if isinstance(event, RoundOpened):
-            data["paytable"] = _paytable_data(holdem.load_paytable(event.payload.paytable))
-        return Fact(ACCEPTED, data, f"{event.event_id}:accepted")
+            table = holdem.load_paytable(event.payload.paytable)
+            return snap.fact(ACCEPTED, key, paytable=_paytable_data(table))
+        return snap.fact(ACCEPTED, key)
 
     def _check(self, event: FeedEvent) -> None:
         if isinstance(event, RoundOpened):
@@ -416,30 +404,29 @@ class Round:
             if settled.meter is not None:
                 movements.append({"currency": currency, **_movement_data(settled.meter)})
             hands = dict(settled.hands)
-        data = {
-            **snap.data(),
-            "paytable": _paytable_data(table),
-            "hands": hands,
-            "results": results,
-            "jackpot": movements,
-            "postings": postings(results, movements),
-        }
-        return Fact(SETTLED, data, f"{snap.event.event_id}:settled")
+        return snap.fact(
+            SETTLED,
+            f"{snap.event.event_id}:settled",
+            paytable=_paytable_data(table),
+            hands=hands,
+            results=results,
+            jackpot=movements,
+            postings=postings(results, movements),
+        )
 
     def _void(self, event: RoundVoided, snap: Snapshot) -> Fact:
         results: list[dict[str, Any]] = []
         for currency, wagers, decisions in self._by_currency():
             results += [_result_data(r, currency) for r in holdem.void(wagers, decisions).results]
-        table = self._table
-        data = {
-            **snap.data(),
-            "paytable": _paytable_data(table),
-            "reason": event.payload.reason,
-            "results": results,
-            "jackpot": [],
-            "postings": postings(results, []),
-        }
-        return Fact(VOIDED, data, f"{event.event_id}:voided")
+        return snap.fact(
+            VOIDED,
+            f"{event.event_id}:voided",
+            paytable=_paytable_data(self._table),
+            reason=event.payload.reason,
+            results=results,
+            jackpot=[],
+            postings=postings(results, []),
+        )
 
     def _by_currency(self) -> Iterator[tuple[str, list[holdem.Wager], list[holdem.Decision]]]:
         placed = [b for b in self.bets.values() if b.spot not in PLAY_SPOTS]
@@ -556,8 +543,8 @@ def _paytable_data(table: PayTable) -> dict[str, Any]:
 
 
 def _rejected(snap: Snapshot, code: str, reason: str, *, uses_seq: bool) -> Fact:
-    data = {**snap.data(), "code": code, "reason": reason, "uses_seq": uses_seq}
-    return Fact(REJECTED, data, f"{snap.event.event_id}:rejected:{snap.digest}")
+    key = f"{snap.event.event_id}:rejected:{snap.digest}"
+    return snap.fact(REJECTED, key, code=code, reason=reason, uses_seq=uses_seq)
 
 
 def _result_data(result: holdem.BetResult, currency: str) -> dict[str, Any]:

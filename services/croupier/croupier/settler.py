@@ -9,6 +9,7 @@ the rounds back from the ledger, so a retry decides the same way.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import uuid
 from collections import OrderedDict
@@ -32,6 +33,7 @@ from holdem import PayTable, PayTableError, load_paytable
 REJECTIONS_STREAM: Final = "rejections"
 METER_MOVED: Final = "jackpot.meter_moved"
 _RESULT_NAMESPACE: Final = uuid.UUID("5f0c1c1e-6a4d-4f51-9d7e-4b8f0e0d2a61")
+_YIELD_EVERY: Final = 128  # messages decided between yields to the event loop
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,13 +136,24 @@ class Settler:
 
     async def handle(self, batch: Sequence[Inbound]) -> BatchReport:
         """Decide and record a batch; returns once its facts are committed."""
-        work = _Batch()
+        return await self.commit(await self.decide(batch))
+
+    async def decide(self, batch: Sequence[Inbound]) -> Decided:
+        """Decide a batch without recording it yet.
+
+        The settler's memory moves on to the decided state at once, so the next batch can
+        be decided while this one commits (pipelining). Commit decided batches in order;
+        if a commit fails, everything decided after it must be dropped: the settler
+        forgets, and a retry reads the rounds back from the ledger.
+        """
+        work = Decided()
         try:
             parsed = [_parse(message) for message in batch]
             await self._load_rounds([e for e in parsed if not isinstance(e, ContractError)], work)
-            for message, event in zip(batch, parsed, strict=True):
+            for index, (message, event) in enumerate(zip(batch, parsed, strict=True)):
                 work.report.handled += await self._decide(message, event, work)
-            await self._commit(work)
+                if index % _YIELD_EVERY == _YIELD_EVERY - 1:
+                    await asyncio.sleep(0)  # let a commit in flight make progress
         except BaseException:
             self.forget()
             raise
@@ -148,11 +161,20 @@ class Settler:
             self._remember(stream, state, work.versions[stream])
         for key, level in work.meters.items():
             self._meters[key] = (level, work.versions[key])
+        return work
+
+    async def commit(self, work: Decided) -> BatchReport:
+        """Record a decided batch in one ledger transaction; its report once committed."""
+        try:
+            await self._commit(work)
+        except BaseException:
+            self.forget()
+            raise
         return work.report
 
     async def reject_unopened(self) -> BatchReport:
         """At the end of a recorded feed: reject what waits for a round that never opened."""
-        work = _Batch()
+        work = Decided()
         for stream, (state, version) in list(self._rounds.items()):
             if state.table is not None or not state.held:
                 continue
@@ -181,7 +203,7 @@ class Settler:
     # -- deciding --------------------------------------------------------------------------
 
     async def _decide(
-        self, message: Inbound, event: FeedEvent | ContractError, work: _Batch
+        self, message: Inbound, event: FeedEvent | ContractError, work: Decided
     ) -> list[Handled]:
         """What became of the message, then of any held events it released."""
         if isinstance(event, ContractError):
@@ -207,7 +229,7 @@ class Settler:
             return [Handled(message.ref, "duplicate", *ids)]
         return [_handled_fact(fact, message.ref if i == 0 else 0) for i, fact in enumerate(facts)]
 
-    async def _load_rounds(self, events: Sequence[FeedEvent], work: _Batch) -> None:
+    async def _load_rounds(self, events: Sequence[FeedEvent], work: Decided) -> None:
         """Bring every round the batch touches into it: from the cache, else the ledger."""
         missing: dict[str, Round] = {}
         for event in events:
@@ -259,11 +281,11 @@ class Settler:
         recorded = await self.ledger.read_stream(stream)
         return (recorded[-1].data["after"], len(recorded)) if recorded else (seed, 0)
 
-    def _meter(self, table: PayTable, currency: str, work: _Batch) -> int:
+    def _meter(self, table: PayTable, currency: str, work: Decided) -> int:
         key = meter_stream(table.id, currency)
         return work.meters[key] if key in work.meters else self._meters[key][0]
 
-    def _record_meters(self, fact: Fact, work: _Batch) -> None:
+    def _record_meters(self, fact: Fact, work: Decided) -> None:
         for movement in fact.data["jackpot"]:
             key = meter_stream(fact.data["paytable"]["id"], movement["currency"])
             work.versions.setdefault(key, self._meters[key][1])
@@ -271,7 +293,7 @@ class Settler:
             moved = Fact(METER_MOVED, {**movement, "settlement": fact.key}, f"{fact.key}:{key}")
             work.add(key, moved)
 
-    def _record_results(self, fact: Fact, work: _Batch) -> None:
+    def _record_results(self, fact: Fact, work: Decided) -> None:
         bodies = work.results[fact.key] = result_bodies(fact.data)
         for body in bodies:
             key = f"{body['currency']}.{body['player_id']}"  # the wallets' routing key
@@ -281,7 +303,7 @@ class Settler:
 
     # -- committing ------------------------------------------------------------------------
 
-    async def _commit(self, work: _Batch) -> None:
+    async def _commit(self, work: Decided) -> None:
         if not work.appends:
             return
         appends: list[StreamAppend] = []
@@ -307,7 +329,9 @@ def meter_stream(paytable_id: str, currency: str) -> str:
 
 
 @dataclass
-class _Batch:
+class Decided:
+    """A decided batch: the facts, versions and outbox messages its commit will write."""
+
     report: BatchReport = field(default_factory=BatchReport)
     rounds: dict[str, Round] = field(default_factory=dict)
     versions: dict[str, int] = field(default_factory=dict)
@@ -322,7 +346,7 @@ class _Batch:
         if stream not in self.appends:
             self.appends[stream] = []
             self.expected[stream] = self.versions.get(stream, 0) if expected == -1 else expected
-        self.appends[stream].append(NewEvent(fact.type, fact.data, fact.key))
+        self.appends[stream].append(NewEvent(fact.type, fact.data, fact.key, fact.encoded))
         if stream in self.versions:
             self.versions[stream] += 1
 

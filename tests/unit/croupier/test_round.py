@@ -16,6 +16,7 @@ import pytest
 from croupier_feeds import CH_CLASSIC, CH_PROGRESSIVE, CH_ROYAL, THP, RoundFeed, parsed
 
 import holdem
+from croupier.ledger.chain import canonical_json
 from croupier.round import ACCEPTED, HELD, REJECTED, SETTLED, VOIDED, Fact, Round, Status
 
 METER = 5_000_000
@@ -1007,3 +1008,15 @@ def test_a_round_rebuilt_from_its_facts_is_the_same_round(
             parsed(following), meters
         )
         assert rebuilt == original
+
+
+def test_every_fact_carries_the_json_text_the_ledger_records_for_it() -> None:
+    f = RoundFeed()
+    state = fresh()
+    facts = feed(state, list(reversed(ch_round(f))))  # held, then released and settled
+    facts += feed(state, [f.cards("board", "Ks 4h")])  # after the settlement: rejected
+    v = RoundFeed(round_id="r2")
+    facts += played([v.opened(), v.bet("a1"), v.voided()])[1]
+    assert {fact.type for fact in facts} == {HELD, ACCEPTED, REJECTED, SETTLED, VOIDED}
+    for fact in facts:
+        assert fact.encoded == canonical_json(fact.data)

@@ -62,7 +62,13 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any
 
-from croupier.ledger.chain import ChainRow, ChainVerifier, Problem, VerifyReport
+from croupier.ledger.chain import (
+    ChainRow,
+    ChainVerifier,
+    Problem,
+    VerifyReport,
+    canonical_json,
+)
 
 __all__ = [
     "IdempotencyConflict",
@@ -83,11 +89,21 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class NewEvent:
-    """An event to append; ``key`` is its idempotency key (e.g. the feed ``event_id``)."""
+    """An event to append; ``key`` is its idempotency key (e.g. the feed ``event_id``).
+
+    ``encoded`` is ``canonical_json(data)`` when the caller already has it (say, spliced
+    from parts it encoded anyway); the ledger then stores and hashes it as given.
+    """
 
     type: str
     data: Mapping[str, Any]
     key: str
+    encoded: str | None = None
+
+    @property
+    def text(self) -> str:
+        """The JSON text the ledger stores for ``data``."""
+        return canonical_json(self.data) if self.encoded is None else self.encoded
 
 
 @dataclass(frozen=True, slots=True)

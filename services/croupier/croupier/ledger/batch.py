@@ -104,7 +104,7 @@ def plan_append(
         for event in fresh:
             position += 1
             version += 1
-            data = canonical_json(event.data)
+            data = event.text
             digest = row_hash(
                 prev_hash, position, append.stream, version, event.type, data, event.key, stamp
             )
@@ -158,7 +158,7 @@ def _recorded_prefix(append: StreamAppend, existing: Mapping[str, ChainRow]) -> 
 def _check_same(event: NewEvent, stream: str, row: ChainRow) -> None:
     if row.stream != stream:
         raise IdempotencyConflict(event.key, f"recorded in stream {row.stream!r}")
-    if row.type != event.type or row.data != canonical_json(event.data):
+    if row.type != event.type or row.data != event.text:
         raise IdempotencyConflict(
             event.key, f"recorded at position {row.position} with other content"
         )
