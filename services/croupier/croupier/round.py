@@ -232,18 +232,18 @@ class Round:
             self._check(event)
             if event.event_type is EventType.ROUND_COMPLETED:
                 return self._settle(snap, meters)
-            if isinstance(event, RoundVoided):
+            if type(event) is RoundVoided:
                 return self._void(event, snap)
         except Rejection as rejection:
             return _rejected(snap, rejection.code, str(rejection), uses_seq=True)
         key = f"{event.event_id}:accepted"
-        if isinstance(event, RoundOpened):
+        if type(event) is RoundOpened:
             table = holdem.load_paytable(event.payload.paytable)
             return snap.fact(ACCEPTED, key, paytable=_paytable_data(table))
         return snap.fact(ACCEPTED, key)
 
     def _check(self, event: FeedEvent) -> None:
-        if isinstance(event, RoundOpened):
+        if type(event) is RoundOpened:
             self._check_open(event)
             return
         if self.table is None:
@@ -254,11 +254,11 @@ class Round:
             )
         if self.status is not Status.OPEN:
             raise Rejection("round_closed", f"round {self.round_id} is already {self.status}")
-        if isinstance(event, BetPlaced):
+        if type(event) is BetPlaced:
             self._check_bet(event)
-        elif isinstance(event, CardsDealt):
+        elif type(event) is CardsDealt:
             self._check_cards(event)
-        elif isinstance(event, DecisionMade):
+        elif type(event) is DecisionMade:
             self._check_decision(event)
         elif event.event_type is EventType.ROUND_COMPLETED:
             self._check_complete()
@@ -291,7 +291,7 @@ class Round:
             raise Rejection(
                 "duplicate_bet_id", f"bet_id {bet.bet_id} is already used in this round"
             )
-        spot = Spot(bet.spot)
+        spot = bet.spot
         if not table.offers(spot):
             raise Rejection("spot_not_offered", f"pay table {table.id} offers no {spot} bet")
         limit = table.limit(spot)
@@ -337,7 +337,7 @@ class Round:
         ante = self.bets.get(move.ante_bet_id)
         if ante is None or ante.spot is not Spot.ANTE:
             raise Rejection("unknown_ante", f"decision for unknown ante {move.ante_bet_id}")
-        stage, action = Stage(move.stage), Action(move.action)
+        stage, action = move.stage, move.action
         board_size, actions = self._stage_rules(stage)
         if len(self.board) != board_size or len(self.hole.get(ante.box, ())) != 2:
             raise Rejection(
@@ -458,7 +458,7 @@ class Round:
             return
         self.held.pop(event.seq, None)
         self.next_seq = event.seq + 1
-        if fact.type == ACCEPTED and isinstance(event, RoundOpened):
+        if fact.type == ACCEPTED and type(event) is RoundOpened:
             paytable = fact.data["paytable"]
             self.table = holdem.load_paytable(paytable["id"], paytable["version"])
         elif fact.type == ACCEPTED:
@@ -469,15 +469,15 @@ class Round:
             self.status = Status.VOIDED
 
     def _accept(self, event: FeedEvent) -> None:
-        if isinstance(event, BetPlaced):
+        if type(event) is BetPlaced:
             bet = event.payload
             placed = PlacedBet(
-                bet.bet_id, bet.player_id, bet.box, Spot(bet.spot), bet.amount, bet.currency
+                bet.bet_id, bet.player_id, bet.box, bet.spot, bet.amount, bet.currency
             )
             self.bets[bet.bet_id] = placed
             if placed.spot is Spot.ANTE:
                 self.antes.setdefault((placed.player_id, placed.box), placed)
-        elif isinstance(event, CardsDealt):
+        elif type(event) is CardsDealt:
             if event.payload.target is Target.PLAYER:
                 self.hole.setdefault(event.payload.box or "", [])
             have, _, who = self._hand_of(event.payload.target, event.payload.box)
@@ -485,12 +485,12 @@ class Round:
                 card = holdem.parse_card(text)
                 have.append(card)
                 self.dealt[card] = who
-        elif isinstance(event, DecisionMade):
+        elif type(event) is DecisionMade:
             self._accept_decision(event)
 
     def _accept_decision(self, event: DecisionMade) -> None:
         move = event.payload
-        stage, action = Stage(move.stage), Action(move.action)
+        stage, action = move.stage, move.action
         decision = holdem.Decision(move.ante_bet_id, stage, action, move.bet_id, move.amount)
         self.decisions[(move.ante_bet_id, stage)] = decision
         spot = play_spot(stage, action)

@@ -258,7 +258,7 @@ class Settler:
     async def _load_meters(self, state: Round, event: FeedEvent) -> None:
         """Read the meters a settlement of this round could need, before deciding."""
         table = state.table
-        if isinstance(event, RoundOpened):
+        if type(event) is RoundOpened:
             if table is not None or not state.held:
                 return
             # The opening releases the held events, and a held completion settles at once.
@@ -270,7 +270,7 @@ class Settler:
             return
         currencies = {bet.currency for bet in state.bets.values()}
         for waiting in [event, *state.held.values()]:
-            if isinstance(waiting, BetPlaced):
+            if type(waiting) is BetPlaced:
                 currencies.add(waiting.payload.currency)
         for currency in currencies:
             key = meter_stream(table.id, currency)
