@@ -98,9 +98,19 @@ class LedgerSuite:
         assert await ledger.read_stream("round:none") == []
 
     async def test_data_round_trips_exactly(self, ledger: Ledger) -> None:
-        data = {"amount": 10**20, "nested": {"b": [1, "two", None, True]}, "name": "Ærø €"}
-        await ledger.append([StreamAppend("s", 0, [NewEvent("t", data, "k")])])
+        data = {
+            "amount": 10**20,
+            "nested": {"b": [1, "two", None, True, -3]},
+            "name": 'Ærø € 🂡 "quoted" back\\slash\nnew line\ttab',
+        }
+        body = {"note": data["name"], "returned": 200}
+        await ledger.append(
+            [StreamAppend("s", 0, [NewEvent("t", data, "k")])],
+            [OutboxMessage("m1", "croupier.settlements", "EUR.p1", body, "k")],
+        )
         assert (await ledger.read_stream("s"))[0].data == data
+        assert (await ledger.pending_outbox())[0].body == body
+        assert (await ledger.verify()).ok  # the stored text is the text that was hashed
 
     async def test_positions_are_global_gap_free_and_in_commit_order(self, ledger: Ledger) -> None:
         for batch in range(5):

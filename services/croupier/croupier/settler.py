@@ -21,6 +21,7 @@ from croupier.bus import SETTLEMENTS_EXCHANGE
 from croupier.contract import (
     BetPlaced,
     ContractError,
+    EventType,
     FeedEvent,
     RoundOpened,
     SettlementResult,
@@ -151,7 +152,15 @@ class Settler:
             parsed = [_parse(message) for message in batch]
             await self._load_rounds([e for e in parsed if not isinstance(e, ContractError)], work)
             for index, (message, event) in enumerate(zip(batch, parsed, strict=True)):
-                work.report.handled += await self._decide(message, event, work)
+                if isinstance(event, ContractError):
+                    work.report.handled.append(_keep_malformed(message, event, work))
+                    continue
+                stream = stream_name(event.table_id, event.round_id)
+                state = work.rounds[stream]
+                unread = self._unread_meters(state, event)
+                if unread:
+                    await self._read_meters(unread)
+                work.report.handled += self._decide(message, stream, state, event, work)
                 if index % _YIELD_EVERY == _YIELD_EVERY - 1:
                     await asyncio.sleep(0)  # let a commit in flight make progress
         except BaseException:
@@ -202,21 +211,10 @@ class Settler:
 
     # -- deciding --------------------------------------------------------------------------
 
-    async def _decide(
-        self, message: Inbound, event: FeedEvent | ContractError, work: Decided
+    def _decide(
+        self, message: Inbound, stream: str, state: Round, event: FeedEvent, work: Decided
     ) -> list[Handled]:
         """What became of the message, then of any held events it released."""
-        if isinstance(event, ContractError):
-            fact = _raw_rejection(message.body, "contract", str(event), event.event_id)
-            if fact.key not in work.raw_rejections:  # the same bytes twice in a batch: kept once
-                work.raw_rejections.add(fact.key)
-                work.add(REJECTIONS_STREAM, fact, expected=None)
-            return [
-                Handled(message.ref, "rejected", event.event_id, code="contract", reason=str(event))
-            ]
-        stream = stream_name(event.table_id, event.round_id)
-        state = work.rounds[stream]
-        await self._load_meters(state, event)
         facts = state.receive(event, lambda table, currency: self._meter(table, currency, work))
         for fact in facts:
             work.add(stream, fact)
@@ -255,27 +253,31 @@ class Settler:
 
     # -- jackpot meters --------------------------------------------------------------------
 
-    async def _load_meters(self, state: Round, event: FeedEvent) -> None:
-        """Read the meters a settlement of this round could need, before deciding."""
+    def _unread_meters(self, state: Round, event: FeedEvent) -> list[tuple[str, int]]:
+        """The meters (stream, seed) this event could settle the round against, not read yet.
+
+        Only a completion settles, or an event that releases held ones (a held completion
+        among them); a round is read back from the ledger without its meters, so those
+        events ask for the meter of every currency in the round.
+        """
         table = state.table
-        if type(event) is RoundOpened:
-            if table is not None or not state.held:
-                return
-            # The opening releases the held events, and a held completion settles at once.
+        if type(event) is RoundOpened and table is None and state.held:
             try:
                 table = load_paytable(event.payload.paytable)
             except PayTableError:
-                return
+                return []
+        elif event.event_type is not EventType.ROUND_COMPLETED and not state.held:
+            return []
         if table is None or table.jackpot is None:
-            return
+            return []
         currencies = {bet.currency for bet in state.bets.values()}
-        for waiting in [event, *state.held.values()]:
-            if type(waiting) is BetPlaced:
-                currencies.add(waiting.payload.currency)
-        for currency in currencies:
-            key = meter_stream(table.id, currency)
-            if key not in self._meters:
-                self._meters[key] = await self._read_meter(key, table.jackpot.seed)
+        currencies.update(e.payload.currency for e in state.held.values() if type(e) is BetPlaced)
+        keys = (meter_stream(table.id, currency) for currency in currencies)
+        return [(key, table.jackpot.seed) for key in keys if key not in self._meters]
+
+    async def _read_meters(self, meters: Sequence[tuple[str, int]]) -> None:
+        for key, seed in meters:
+            self._meters[key] = await self._read_meter(key, seed)
 
     async def _read_meter(self, stream: str, seed: int) -> tuple[int, int]:
         recorded = await self.ledger.read_stream(stream)
@@ -349,6 +351,15 @@ class Decided:
         self.appends[stream].append(NewEvent(fact.type, fact.data, fact.key, fact.encoded))
         if stream in self.versions:
             self.versions[stream] += 1
+
+
+def _keep_malformed(message: Inbound, error: ContractError, work: Decided) -> Handled:
+    """Record a message the contract refuses in the rejections stream (once per batch)."""
+    fact = _raw_rejection(message.body, "contract", str(error), error.event_id)
+    if fact.key not in work.raw_rejections:  # the same bytes twice in a batch: kept once
+        work.raw_rejections.add(fact.key)
+        work.add(REJECTIONS_STREAM, fact, expected=None)
+    return Handled(message.ref, "rejected", error.event_id, code="contract", reason=str(error))
 
 
 def _parse(message: Inbound) -> FeedEvent | ContractError:
