@@ -44,17 +44,9 @@ from croupier.ledger.migrate import migrations, split_sqlite_script
 T = TypeVar("T")
 
 _COLUMNS = "position, stream, version, type, data, key, recorded_at, prev_hash, hash"
-# A whole batch per statement: the rows go in as one JSON array and SQLite unpacks them.
-# One sqlite3_step then inserts them all, and Python's sqlite3 releases the GIL for the
-# step, so the event loop's thread keeps deciding the next batch meanwhile. (executemany
-# takes the GIL back between rows, and a busy loop thread makes each hand-back wait.)
-_INSERT_EVENTS = (
-    f"INSERT INTO events ({_COLUMNS}) SELECT value->>0, value->>1, value->>2, value->>3, "
-    "value->>4, value->>5, value->>6, value->>7, value->>8 FROM json_each(?)"
-)
+_INSERT_EVENT = f"INSERT INTO events ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 _INSERT_OUTBOX = (
-    "INSERT INTO outbox (message_id, position, exchange, routing_key, body) "
-    "SELECT value->>0, value->>1, value->>2, value->>3, value->>4 FROM json_each(?)"
+    "INSERT INTO outbox (message_id, position, exchange, routing_key, body) VALUES (?, ?, ?, ?, ?)"
 )
 _CHUNK = 500  # host parameters per IN (...) list
 
@@ -216,18 +208,13 @@ def _append(
             existing_outbox=_outbox_by_id(conn, ids),
             recorded_at=datetime.now(UTC),
         )
-        if plan.rows:
-            conn.execute(_INSERT_EVENTS, (_rows_json(plan.rows),))
-        if plan.outbox:
-            conn.execute(_INSERT_OUTBOX, (_rows_json(plan.outbox),))
+        conn.executemany(_INSERT_EVENT, plan.rows)
+        conn.executemany(_INSERT_OUTBOX, plan.outbox)
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
         raise
     return plan.results
-
-
-_rows_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
 def _in_chunks(
