@@ -2,24 +2,49 @@
 
 Topic exchange ``studio.feed`` (durable); routing key ``<table_id>.<event_type>``; persistent
 messages, ``content_type`` application/json, ``message_id`` = ``event_id``. The channel uses
-publisher confirms; messages go out in windows whose confirms are awaited together, which
-keeps the broker busy without letting an unconfirmed backlog grow without bound.
+publisher confirms. Messages go out in order, each window of them in one socket write
+through the channel's aiormq layer (what ``basic_publish`` does for one message, done for a
+window); the next window is written while the broker confirms the previous one, and no more
+than two windows are ever unconfirmed. A nack raises.
+The studio does not ask for returns: the croupier declares and binds its feed queue, and a
+feed nobody has bound a queue for is not the studio's error to report.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Iterable
-from typing import Any
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Final, cast
 
 import aio_pika
+import aiormq
+from aio_pika.abc import AbstractChannel
+from aiormq.abc import ChannelFrame
+from pamqp import commands as spec
+from pamqp.body import ContentBody
+from pamqp.header import ContentHeader
 
 from studio.message import FeedMessage
 
 EXCHANGE = "studio.feed"
-CONTENT_TYPE = "application/json"
 DEFAULT_WINDOW = 256
+CONTENT_TYPE: Final = "application/json"
+PERSISTENT: Final = 2
+
+
+@dataclass(frozen=True, slots=True)
+class Publication:
+    """One feed message as it goes on the wire."""
+
+    routing_key: str
+    body: bytes
+    properties: spec.Basic.Properties
+
+
+class PublishFailed(Exception):
+    """The broker did not confirm every message of a window."""
 
 
 async def declare_feed_exchange(channel: Any) -> Any:
@@ -27,14 +52,39 @@ async def declare_feed_exchange(channel: Any) -> Any:
     return await channel.declare_exchange(EXCHANGE, aio_pika.ExchangeType.TOPIC, durable=True)
 
 
-def amqp_message(message: FeedMessage) -> aio_pika.Message:
+def publication(message: FeedMessage) -> Publication:
     """The AMQP message of one feed message: persistent JSON with ``message_id`` = event_id."""
-    return aio_pika.Message(
-        message.body,
-        content_type=CONTENT_TYPE,
-        delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
-        message_id=message.event_id,
+    properties = spec.Basic.Properties(
+        content_type=CONTENT_TYPE, delivery_mode=PERSISTENT, message_id=message.event_id
     )
+    return Publication(message.routing_key, message.body, properties)
+
+
+async def publish_window(
+    channel: aiormq.Channel, window: list[Publication]
+) -> list[BaseException | None]:
+    """Write ``window`` to ``studio.feed`` in one go; each one's confirm outcome (None: acked).
+
+    Delivery tags and confirmation futures are registered under the channel lock exactly as
+    ``channel.basic_publish`` registers them, so the broker's acks and nacks resolve them.
+    """
+    if not channel.publisher_confirms:
+        raise ValueError("publishing the feed needs a channel with publisher confirms")
+    confirmations: list[asyncio.Future[Any]] = []
+    frames: list[Any] = []
+    async with channel.lock:
+        limit = channel.max_content_size
+        for p in window:
+            channel.delivery_tag += 1
+            confirmation = channel.create_future()
+            channel.confirmations[channel.delivery_tag] = confirmation
+            confirmations.append(confirmation)
+            frames.append(spec.Basic.Publish(exchange=EXCHANGE, routing_key=p.routing_key))
+            frames.append(ContentHeader(properties=p.properties, body_size=len(p.body)))
+            frames.extend(ContentBody(p.body[i : i + limit]) for i in range(0, len(p.body), limit))
+        await channel.write_queue.put(ChannelFrame.marshall(channel.number, frames))
+    outcomes = await asyncio.gather(*confirmations, return_exceptions=True)
+    return [o if isinstance(o, BaseException) else None for o in outcomes]
 
 
 async def publish(
@@ -46,43 +96,79 @@ async def publish(
 ) -> int:
     """Publish ``messages`` in order to ``studio.feed`` at ``url``; return how many.
 
-    Every message is confirmed by the broker before this returns (a nack or a returned
-    message raises). ``rate`` caps the pace in messages per second, for demos.
+    Every message is confirmed by the broker before this returns (a nack raises).
+    ``rate`` caps the pace in messages per second, for demos.
     """
     if window < 1:
         raise ValueError(f"window must be >= 1, got {window}")
     connection = await aio_pika.connect(url)
     try:
         channel = await connection.channel(publisher_confirms=True)
-        exchange = await declare_feed_exchange(channel)
-        return await _publish_all(exchange, messages, window, rate)
+        await declare_feed_exchange(channel)
+        return await publish_on(channel, messages, window=window, rate=rate)
     finally:
         await connection.close()
 
 
-async def _publish_all(
-    exchange: Any, messages: Iterable[FeedMessage], window: int, rate: float | None
+async def publish_on(
+    channel: AbstractChannel,
+    messages: Iterable[FeedMessage],
+    *,
+    window: int = DEFAULT_WINDOW,
+    rate: float | None = None,
 ) -> int:
-    pending: list[Awaitable[Any]] = []
+    """:func:`publish` on an open confirming channel where ``studio.feed`` is declared."""
+    underlay = cast(aiormq.Channel, await channel.get_underlay_channel())
+    windows = _Windows(underlay)
+    batch: list[Publication] = []
     started, sent = time.monotonic(), 0
-    for message in messages:
-        if rate:
-            ahead = started + sent / rate - time.monotonic()
-            if ahead > 0:
-                await _confirm(pending)
-                await asyncio.sleep(ahead)
-        pending.append(
-            asyncio.ensure_future(exchange.publish(amqp_message(message), message.routing_key))
-        )
-        sent += 1
-        if len(pending) >= window:
-            await _confirm(pending)
-    await _confirm(pending)
+    try:
+        for message in messages:
+            if rate:
+                ahead = started + sent / rate - time.monotonic()
+                if ahead > 0:
+                    await windows.send(batch)
+                    batch = []
+                    await windows.confirm()
+                    await asyncio.sleep(ahead)
+            batch.append(publication(message))
+            sent += 1
+            if len(batch) >= window:
+                await windows.send(batch)
+                batch = []
+        await windows.send(batch)
+        await windows.confirm()
+    finally:
+        windows.cancel()
     return sent
 
 
-async def _confirm(pending: list[Awaitable[Any]]) -> None:
-    """Wait for every pending publish's confirm; empty the list."""
-    if pending:
-        await asyncio.gather(*pending)
-        pending.clear()
+class _Windows:
+    """At most two windows unconfirmed: sending one waits for the one before it."""
+
+    def __init__(self, channel: aiormq.Channel) -> None:
+        self.channel = channel
+        self._previous: asyncio.Task[None] | None = None
+
+    async def send(self, batch: list[Publication]) -> None:
+        if not batch:
+            return
+        current = asyncio.create_task(self._confirmed(batch))
+        previous, self._previous = self._previous, current
+        if previous is not None:
+            await previous
+
+    async def confirm(self) -> None:
+        previous, self._previous = self._previous, None
+        if previous is not None:
+            await previous
+
+    def cancel(self) -> None:
+        if self._previous is not None:
+            self._previous.cancel()
+
+    async def _confirmed(self, batch: list[Publication]) -> None:
+        outcomes = await publish_window(self.channel, batch)
+        failures = [o for o in outcomes if o is not None]
+        if failures:
+            raise PublishFailed(f"{len(failures)} of {len(batch)} not confirmed: {failures[0]!r}")
