@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Final
 
@@ -166,8 +167,19 @@ class FeedConsumer:
     ) -> None:
         m = self.metrics
         m.batch_size.observe(size)
+        # Counted per label per batch: each labels() lookup takes the metric's lock.
+        consumed: Counter[str] = Counter()
+        rejected: Counter[str] = Counter()
         for handled in report.handled:
-            _count(m, handled)
+            if handled.ref:
+                consumed[handled.event_type or "malformed"] += 1
+            if handled.verdict == "rejected":
+                rejected[handled.code or "rejected"] += 1
+                _log_rejection(handled)
+        for event_type, count in consumed.items():
+            m.consumed.labels(event_type).inc(count)
+        for code, count in rejected.items():
+            m.rejected.labels(code).inc(count)
         for letter in dead:
             m.dead_lettered.labels(letter.code).inc()
         for closed in report.closed:
@@ -185,16 +197,12 @@ class FeedConsumer:
             )
 
 
-def _count(metrics: Metrics, handled: Handled) -> None:
-    if handled.ref:
-        metrics.consumed.labels(handled.event_type or "malformed").inc()
-    if handled.verdict == "rejected":
-        metrics.rejected.labels(handled.code or "rejected").inc()
-        log.info(
-            "event rejected",
-            event_id=handled.event_id,
-            table_id=handled.table_id,
-            round_id=handled.round_id,
-            code=handled.code,
-            reason=handled.reason,
-        )
+def _log_rejection(handled: Handled) -> None:
+    log.info(
+        "event rejected",
+        event_id=handled.event_id,
+        table_id=handled.table_id,
+        round_id=handled.round_id,
+        code=handled.code,
+        reason=handled.reason,
+    )
