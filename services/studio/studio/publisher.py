@@ -70,19 +70,23 @@ async def publish_window(
     """
     if not channel.publisher_confirms:
         raise ValueError("publishing the feed needs a channel with publisher confirms")
-    confirmations: list[asyncio.Future[Any]] = []
+    limit = channel.max_content_size
     frames: list[Any] = []
+    for p in window:
+        frames.append(spec.Basic.Publish(exchange=EXCHANGE, routing_key=p.routing_key))
+        frames.append(ContentHeader(properties=p.properties, body_size=len(p.body)))
+        frames.extend(ContentBody(p.body[i : i + limit]) for i in range(0, len(p.body), limit))
+    # Encoded before any delivery tag is taken: a message that cannot be encoded must not
+    # leave a tag behind that the broker never confirms.
+    payload = ChannelFrame.marshall(channel.number, frames)
+    confirmations: list[asyncio.Future[Any]] = []
     async with channel.lock:
-        limit = channel.max_content_size
-        for p in window:
+        for _ in window:
             channel.delivery_tag += 1
             confirmation = channel.create_future()
             channel.confirmations[channel.delivery_tag] = confirmation
             confirmations.append(confirmation)
-            frames.append(spec.Basic.Publish(exchange=EXCHANGE, routing_key=p.routing_key))
-            frames.append(ContentHeader(properties=p.properties, body_size=len(p.body)))
-            frames.extend(ContentBody(p.body[i : i + limit]) for i in range(0, len(p.body), limit))
-        await channel.write_queue.put(ChannelFrame.marshall(channel.number, frames))
+        await channel.write_queue.put(payload)
     outcomes = await asyncio.gather(*confirmations, return_exceptions=True)
     return [o if isinstance(o, BaseException) else None for o in outcomes]
 

@@ -131,3 +131,20 @@ async def test_the_consumer_comes_back_when_its_channel_is_reopened(amqp_vhost: 
     finally:
         await publisher.close()
         await bus.close()
+
+
+async def test_a_page_that_cannot_be_encoded_leaves_the_channel_in_step(amqp_vhost: str) -> None:
+    connection, queue_name = await _bound_queue(amqp_vhost, "#")
+    bus = AmqpBus(amqp_vhost)
+    await bus.connect()
+    try:
+        bad = [_outgoing("EUR", 1), Outgoing("id-long", "EUR." + "p" * 300, {"n": 0})]
+        with pytest.raises(ValueError, match="255"):
+            await bus.publish(bad)
+        good = [_outgoing("EUR", n) for n in range(5)]
+        await asyncio.wait_for(bus.publish(good), 10)  # confirms still match their tags
+        received = await _take(amqp_vhost, queue_name, len(good))
+        assert [m.message_id for m in received] == [m.message_id for m in good]
+    finally:
+        await bus.close()
+        await connection.close()

@@ -139,26 +139,28 @@ async def publish_confirmed(
     """
     if not channel.publisher_confirms:
         raise ValueError("publish_confirmed needs a channel with publisher confirms")
+    # Encoded before anything is registered: a message that cannot be encoded must not
+    # leave a delivery tag behind that the broker never confirms.
+    encoded = [p.frames(channel.number, channel.max_content_size) for p in publications]
     confirmations: list[asyncio.Future[Any]] = []
     returnable: list[tuple[str, int]] = []
-    async with channel.lock:
-        for start in range(0, len(publications), chunk):
-            if channel.is_closed:
-                raise aiormq.exceptions.ChannelInvalidStateError(f"{channel!r} closed")
-            frames: list[bytes] = []
-            for p in publications[start : start + chunk]:
-                channel.delivery_tag += 1
-                tag = channel.delivery_tag
-                confirmation = channel.create_future()
-                channel.confirmations[tag] = confirmation
-                confirmations.append(confirmation)
-                if p.mandatory:
-                    channel.message_id_delivery_tag[p.message_id] = tag
-                    returnable.append((p.message_id, tag))
-                frames.append(p.frames(channel.number, channel.max_content_size))
-            await channel.write_queue.put(ChannelFrame(b"".join(frames), should_close=False))
-            await asyncio.sleep(0)  # the writer sends this chunk while the next is built
     try:
+        async with channel.lock:
+            for start in range(0, len(publications), chunk):
+                if channel.is_closed:
+                    raise aiormq.exceptions.ChannelInvalidStateError(f"{channel!r} closed")
+                for p in publications[start : start + chunk]:
+                    channel.delivery_tag += 1
+                    tag = channel.delivery_tag
+                    confirmation = channel.create_future()
+                    channel.confirmations[tag] = confirmation
+                    confirmations.append(confirmation)
+                    if p.mandatory:
+                        channel.message_id_delivery_tag[p.message_id] = tag
+                        returnable.append((p.message_id, tag))
+                payload = b"".join(encoded[start : start + chunk])
+                await channel.write_queue.put(ChannelFrame(payload, should_close=False))
+                await asyncio.sleep(0)  # the writer sends this chunk while the next is built
         outcomes = await asyncio.gather(*confirmations, return_exceptions=True)
     finally:
         for message_id, tag in returnable:
@@ -254,6 +256,8 @@ class AmqpBus(Bus):
 
     async def close(self) -> None:
         self._consuming = False
+        if self._resubscribing is not None:
+            self._resubscribing.cancel()
         if self._connection is not None:
             await self._connection.close()
 
