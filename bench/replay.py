@@ -9,7 +9,9 @@ fresh ledger.
 The anchor, measured in the same run: the raw append rate of each ledger adapter
 (``bench.ledger``: batches of prepared events, no settlement) for as many events as the
 replay wrote. The ratio says how close settlement gets to the ledger's own ceiling.
-Targets are printed, not asserted.
+For context, the settler's deciding alone (every batch decided, nothing written) is
+timed too: no ledger can make a replay faster than that. Targets are printed, not
+asserted.
 """
 
 from __future__ import annotations
@@ -32,12 +34,15 @@ from bench.ledger import BATCH, make_batches
 from bench.ledger import measure as measure_appends
 from croupier.ledger import open_ledger
 from croupier.replay import replay
+from croupier.runtime import fewer_collections
+from croupier.settler import Inbound, Settler
 from studio import FeedTally, StudioConfig, every_paytable, simulate
 
 SEED = 20240501
 PLAYERS = 20  # per shared hand
 ROUNDS = 2_200  # about 100,000 bets at this seed and seating
 REPEATS = 3
+BATCH_SIZE = 2000  # replay's default
 TARGET_SQLITE = 20_000
 TARGET_POSTGRES = 10_000
 ADMIN_URL = os.environ.get(
@@ -83,6 +88,19 @@ async def replay_once(url: str, feed: Feed) -> Timing:
     if summary.settled != feed.rounds or summary.rejected or summary.open:
         raise RuntimeError(f"the benchmark feed did not settle cleanly:\n{summary.render()}")
     return Timing(elapsed, events)
+
+
+async def decide_only(feed: Feed) -> float:
+    """Seconds the settler takes to decide every batch of ``feed``, writing nothing."""
+    async with open_ledger("sqlite:///:memory:") as ledger:
+        await ledger.migrate()
+        settler = Settler(ledger, cache_rounds=10**9)
+        batches = [feed.lines[i : i + BATCH_SIZE] for i in range(0, len(feed.lines), BATCH_SIZE)]
+        with fewer_collections():  # as replay runs
+            start = time.perf_counter()
+            for number, lines in enumerate(batches):
+                await settler.decide([Inbound(line, number) for line in lines])
+            return time.perf_counter() - start
 
 
 @asynccontextmanager
@@ -165,6 +183,11 @@ async def _run() -> None:
     print(
         f"feed: {feed.bets:,} bets in {feed.rounds:,} rounds, {len(feed.lines):,} events "
         f"(seed {SEED}, generated in {time.perf_counter() - started:.1f} s); best of {REPEATS}"
+    )
+    deciding = min([await decide_only(feed) for _ in range(REPEATS)])
+    print(
+        f"context: deciding alone, no ledger writes {feed.bets / deciding:>9,.0f} bets/s"
+        f"   ({deciding:.2f} s): the ceiling of any replay on one core"
     )
     timing, anchor = await _best_sqlite(feed)
     _report("sqlite", feed, timing, anchor, TARGET_SQLITE)
