@@ -8,33 +8,25 @@ from __future__ import annotations
 
 from functools import cache, lru_cache
 
-from holdem import Action, Game, PayTable, Stage, load_paytable
+from holdem import Action, Game, Stage, load_paytable
 from holdem.odds import (
     casino_holdem_flop,
     texas_holdem_plus_flop,
     texas_holdem_plus_preflop,
     texas_holdem_plus_turn,
 )
-from studio.strategy import Board, Hole
+from studio.strategy import Board, DecisionPoint, Hole
 
 
 class ExactOdds:
     """An advisor: the highest-EV action at each decision, by full enumeration."""
 
-    def best_action(
-        self,
-        game: Game,
-        stage: Stage,
-        hole: Hole,
-        board: Board,
-        paytable: PayTable,
-        *,
-        flop_bet: bool = False,
-    ) -> Action:
+    def best_action(self, point: DecisionPoint) -> Action:
         """The action with the highest exact EV (ties to the smaller stake)."""
-        seen = board[:3] if stage is Stage.FLOP else board[:4]
+        stage, hole, table = point.stage, point.hole, point.paytable
+        seen = point.board[:3] if stage is Stage.FLOP else point.board[:4]
         ordered = (min(hole), max(hole))
-        return _best(paytable.id, paytable.version, stage, ordered, seen, flop_bet)
+        return _best(table.id, table.version, stage, ordered, seen, point.flop_bet)
 
 
 @cache

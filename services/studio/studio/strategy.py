@@ -1,8 +1,9 @@
 """How simulated players decide: a small :class:`Strategy` protocol and a few players.
 
-A strategy sees what a player sees at a decision (the game, the stage, the two hole cards,
-the board so far and the pay table) and answers with an :class:`~holdem.Action`, or ``None``
-when the player does not decide in time (the feed then simply carries no decision).
+A strategy sees what a player sees at a decision, a :class:`DecisionPoint` (the game, the
+stage, the two hole cards, the board so far and the pay table), and answers with an
+:class:`~holdem.Action`, or ``None`` when the player does not decide in time (the feed then
+simply carries no decision).
 
 - :class:`SimpleStrategy`: a rule of thumb a casual player follows (rules on the class).
 - :class:`AlwaysCall`: calls, and bets at every later stage.
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Protocol
 
@@ -40,39 +42,30 @@ GAME_STAGES: dict[Game, tuple[Stage, ...]] = {
 _ACE = 14
 
 
+@dataclass(frozen=True, slots=True)
+class DecisionPoint:
+    """What a player sees when the dealer asks for a decision."""
+
+    game: Game
+    stage: Stage
+    hole: Hole
+    board: Board  # the board so far
+    paytable: PayTable
+    flop_bet: bool = False  # whether this ante bet on the flop (it changes the turn's stakes)
+
+
 class Strategy(Protocol):
     """A player's way of deciding."""
 
-    def decide(
-        self,
-        game: Game,
-        stage: Stage,
-        hole: Hole,
-        board: Board,
-        paytable: PayTable,
-        *,
-        flop_bet: bool = False,
-    ) -> Action | None:
-        """The action at ``stage``, or None when the player times out.
-
-        ``flop_bet``: whether this ante bet on the flop (it changes the stakes at the turn).
-        """
+    def decide(self, point: DecisionPoint) -> Action | None:
+        """The action at ``point``, or None when the player times out."""
         ...
 
 
 class Advisor(Protocol):
     """Something that knows the best decision (highest EV), e.g. the exact-odds module."""
 
-    def best_action(
-        self,
-        game: Game,
-        stage: Stage,
-        hole: Hole,
-        board: Board,
-        paytable: PayTable,
-        *,
-        flop_bet: bool = False,
-    ) -> Action:
+    def best_action(self, point: DecisionPoint) -> Action:
         """The decision with the highest expected value."""
         ...
 
@@ -157,21 +150,13 @@ class SimpleStrategy:
     def __init__(self, rng: random.Random) -> None:
         self._rng = rng
 
-    def decide(
-        self,
-        game: Game,
-        stage: Stage,
-        hole: Hole,
-        board: Board,
-        paytable: PayTable,
-        *,
-        flop_bet: bool = False,
-    ) -> Action | None:
+    def decide(self, point: DecisionPoint) -> Action | None:
         """The rule's action; never times out."""
+        hole, stage = point.hole, point.stage
         if stage is Stage.PREFLOP:
             return self._preflop(hole)
-        made, draw = read_hand(hole, board)
-        if game is Game.CASINO_HOLDEM:
+        made, draw = read_hand(hole, point.board)
+        if point.game is Game.CASINO_HOLDEM:
             ace = _ACE in (rank_of(hole[0]), rank_of(hole[1]))
             return Action.CALL if made or ace or draw else Action.FOLD
         if made:
@@ -194,18 +179,9 @@ class AlwaysCall:
     def __init__(self, rng: random.Random | None = None) -> None:
         del rng
 
-    def decide(
-        self,
-        game: Game,
-        stage: Stage,
-        hole: Hole,
-        board: Board,
-        paytable: PayTable,
-        *,
-        flop_bet: bool = False,
-    ) -> Action | None:
+    def decide(self, point: DecisionPoint) -> Action | None:
         """The wager action of the stage."""
-        return wager_action(game, stage)
+        return wager_action(point.game, point.stage)
 
 
 class TimeoutStrategy:
@@ -216,20 +192,11 @@ class TimeoutStrategy:
             raise ValueError(f"timeout rate must be within 0..1, got {rate}")
         self._inner, self._rate, self._rng = inner, rate, rng
 
-    def decide(
-        self,
-        game: Game,
-        stage: Stage,
-        hole: Hole,
-        board: Board,
-        paytable: PayTable,
-        *,
-        flop_bet: bool = False,
-    ) -> Action | None:
+    def decide(self, point: DecisionPoint) -> Action | None:
         """None (a timeout) with the given rate, else the inner strategy's action."""
         if self._rng.random() < self._rate:
             return None
-        return self._inner.decide(game, stage, hole, board, paytable, flop_bet=flop_bet)
+        return self._inner.decide(point)
 
 
 class BestPlayStrategy:
@@ -242,18 +209,9 @@ class BestPlayStrategy:
     def __init__(self, advisor: Advisor) -> None:
         self._advisor = advisor
 
-    def decide(
-        self,
-        game: Game,
-        stage: Stage,
-        hole: Hole,
-        board: Board,
-        paytable: PayTable,
-        *,
-        flop_bet: bool = False,
-    ) -> Action | None:
+    def decide(self, point: DecisionPoint) -> Action | None:
         """The advisor's best action; never times out."""
-        return self._advisor.best_action(game, stage, hole, board, paytable, flop_bet=flop_bet)
+        return self._advisor.best_action(point)
 
 
 def _best_play(rng: random.Random) -> Strategy:

@@ -19,7 +19,14 @@ from holdem import Action, Game, PayTable, Spot, Stage, load_paytable
 from holdem.cards import card_text
 from studio.config import StudioConfig, TableSpec
 from studio.message import FeedMessage
-from studio.strategy import STAGE_ACTIONS, Board, Hole, Strategy, make_strategy
+from studio.strategy import (
+    STAGE_ACTIONS,
+    Board,
+    DecisionPoint,
+    Hole,
+    Strategy,
+    make_strategy,
+)
 
 MAIN_BOX = "main"
 #: Chip values a player stakes, in minor units, and how often (smaller chips are commoner).
@@ -231,9 +238,10 @@ class StudioTable:
         gap = max(1, DECISION_MS // (len(live) + 1))
         allowed = STAGE_ACTIONS[(self.game, stage)]
         for seat in live:
-            action = self.strategy.decide(
-                self.game, stage, holes[seat.box], board, self.paytable, flop_bet=seat.flop_bet
+            point = DecisionPoint(
+                self.game, stage, holes[seat.box], board, self.paytable, seat.flop_bet
             )
+            action = self.strategy.decide(point)
             if action is None:  # timed out: a fold where no check exists, else a check
                 seat.in_play = Action.CHECK in allowed
                 continue

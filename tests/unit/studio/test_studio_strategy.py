@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import random
+from collections import Counter
 
 import pytest
 
-from holdem import Action, Game, PayTable, Stage, load_paytable, parse_cards
+from holdem import Action, Game, Stage, load_paytable, parse_cards
 from studio.config import StudioConfig, TableSpec
 from studio.feed import simulate
 from studio.strategy import (
@@ -14,6 +15,7 @@ from studio.strategy import (
     AlwaysCall,
     BestPlayStrategy,
     Board,
+    DecisionPoint,
     Hole,
     SimpleStrategy,
     TimeoutStrategy,
@@ -23,6 +25,16 @@ from studio.strategy import (
 
 CH = load_paytable("casino-holdem/classic")
 THP = load_paytable("texas-holdem-plus/standard")
+
+
+def ch_flop(cards: Hole, board: Board) -> DecisionPoint:
+    """A Casino Hold'em flop decision on the classic table."""
+    return DecisionPoint(Game.CASINO_HOLDEM, Stage.FLOP, cards, board, CH)
+
+
+def thp_at(stage: Stage, cards: Hole, board: Board) -> DecisionPoint:
+    """A Texas Hold'em Plus decision on the standard table."""
+    return DecisionPoint(Game.TEXAS_HOLDEM_PLUS, stage, cards, board, THP)
 
 
 def hand(hole: str, board: str = "") -> tuple[Hole, Board]:
@@ -45,70 +57,55 @@ def hand(hole: str, board: str = "") -> tuple[Hole, Board]:
 def test_simple_casino_holdem(hole: str, flop: str, action: Action) -> None:
     cards, board = hand(hole, flop)
     strategy = SimpleStrategy(random.Random(0))
-    assert strategy.decide(Game.CASINO_HOLDEM, Stage.FLOP, cards, board, CH) is action
+    assert strategy.decide(ch_flop(cards, board)) is action
 
 
 def test_simple_texas_holdem_plus() -> None:
     strategy = SimpleStrategy(random.Random(0))
-    thp = Game.TEXAS_HOLDEM_PLUS
     for hole in ("Ac2d", "7c7d", "8h9h"):
-        assert strategy.decide(thp, Stage.PREFLOP, *hand(hole), THP) is Action.CALL
-    folds = Counter_of(strategy, thp, Stage.PREFLOP, *hand("2c9d"), THP)
+        assert strategy.decide(thp_at(Stage.PREFLOP, *hand(hole))) is Action.CALL
+    folds = tally(strategy, thp_at(Stage.PREFLOP, *hand("2c9d")))
     assert 200 < folds[Action.FOLD] < 400 and folds[Action.FOLD] + folds[Action.CALL] == 1000
-    assert strategy.decide(thp, Stage.FLOP, *hand("2c9d", "9h4s5c"), THP) is Action.BET
-    assert strategy.decide(thp, Stage.FLOP, *hand("2c9d", "Th4sKc"), THP) is Action.CHECK
-    assert strategy.decide(thp, Stage.TURN, *hand("2c9d", "Th4sKc2h"), THP) is Action.BET
-    turn = Counter_of(strategy, thp, Stage.TURN, *hand("2c9d", "Th4sKcJh"), THP)
+    assert strategy.decide(thp_at(Stage.FLOP, *hand("2c9d", "9h4s5c"))) is Action.BET
+    assert strategy.decide(thp_at(Stage.FLOP, *hand("2c9d", "Th4sKc"))) is Action.CHECK
+    assert strategy.decide(thp_at(Stage.TURN, *hand("2c9d", "Th4sKc2h"))) is Action.BET
+    turn = tally(strategy, thp_at(Stage.TURN, *hand("2c9d", "Th4sKcJh")))
     assert set(turn) <= {Action.CHECK, Action.FOLD} and turn[Action.FOLD] < 200
 
 
-def Counter_of(
-    strategy: SimpleStrategy, game: Game, stage: Stage, hole: Hole, board: Board, table: PayTable
-) -> dict[Action | None, int]:
-    counts: dict[Action | None, int] = {}
-    for _ in range(1000):
-        action = strategy.decide(game, stage, hole, board, table)
-        counts[action] = counts.get(action, 0) + 1
-    return counts
+def tally(strategy: SimpleStrategy, point: DecisionPoint) -> Counter[Action | None]:
+    """The strategy's answers to the same decision, asked 1,000 times."""
+    return Counter(strategy.decide(point) for _ in range(1000))
 
 
 def test_always_call_puts_money_in_at_every_stage() -> None:
     cards, board = hand("2c7d", "9sTh4c")
     player = AlwaysCall()
-    assert player.decide(Game.CASINO_HOLDEM, Stage.FLOP, cards, board, CH) is Action.CALL
-    assert player.decide(Game.TEXAS_HOLDEM_PLUS, Stage.PREFLOP, cards, (), THP) is Action.CALL
+    assert player.decide(ch_flop(cards, board)) is Action.CALL
+    assert player.decide(thp_at(Stage.PREFLOP, cards, ())) is Action.CALL
     for stage in (Stage.FLOP, Stage.TURN):
-        assert player.decide(Game.TEXAS_HOLDEM_PLUS, stage, cards, board, THP) is Action.BET
+        assert player.decide(thp_at(stage, cards, board)) is Action.BET
 
 
 def test_timeout_strategy_sometimes_says_nothing() -> None:
     cards, board = hand("2c7d", "9sTh4c")
     never = TimeoutStrategy(AlwaysCall(), 0.0, random.Random(1))
     always = TimeoutStrategy(AlwaysCall(), 1.0, random.Random(1))
-    assert never.decide(Game.CASINO_HOLDEM, Stage.FLOP, cards, board, CH) is Action.CALL
-    assert always.decide(Game.CASINO_HOLDEM, Stage.FLOP, cards, board, CH) is None
+    assert never.decide(ch_flop(cards, board)) is Action.CALL
+    assert always.decide(ch_flop(cards, board)) is None
     with pytest.raises(ValueError):
         TimeoutStrategy(AlwaysCall(), 2.0, random.Random(1))
 
 
 class _FoldEverything:
-    def best_action(
-        self,
-        game: Game,
-        stage: Stage,
-        hole: Hole,
-        board: Board,
-        paytable: PayTable,
-        *,
-        flop_bet: bool = False,
-    ) -> Action:
+    def best_action(self, point: DecisionPoint) -> Action:
         return Action.FOLD
 
 
 def test_best_play_asks_its_advisor_and_can_be_registered() -> None:
     cards, board = hand("AcAd", "AsAhKc")
     best = BestPlayStrategy(_FoldEverything())
-    assert best.decide(Game.CASINO_HOLDEM, Stage.FLOP, cards, board, CH) is Action.FOLD
+    assert best.decide(ch_flop(cards, board)) is Action.FOLD
     register_strategy("fold-all", lambda rng: BestPlayStrategy(_FoldEverything()))
     try:
         table = TableSpec("studio-1-classic", "casino-holdem/classic", players=5)
@@ -139,16 +136,7 @@ def test_a_strategy_answering_out_of_turn_is_refused() -> None:
 
 
 class _Checker:
-    def decide(
-        self,
-        game: Game,
-        stage: Stage,
-        hole: Hole,
-        board: Board,
-        paytable: PayTable,
-        *,
-        flop_bet: bool = False,
-    ) -> Action | None:
+    def decide(self, point: DecisionPoint) -> Action | None:
         return Action.CHECK
 
 
@@ -163,12 +151,18 @@ def test_best_play_takes_the_exact_odds_decision() -> None:
     hole, board = parse_cards("7c2d"), tuple(parse_cards("KsQhJd"))
     best = casino_holdem_flop(classic, hole, board).best
     assert best is Action.FOLD  # 7-2 offsuit against K-Q-J: no pair, no draw
-    assert player.decide(Game.CASINO_HOLDEM, Stage.FLOP, (hole[0], hole[1]), board, classic) is best
+    assert (
+        player.decide(
+            DecisionPoint(Game.CASINO_HOLDEM, Stage.FLOP, (hole[0], hole[1]), board, classic)
+        )
+        is best
+    )
     plus = load_paytable("texas-holdem-plus/standard")
     hole, board = parse_cards("AhKh"), tuple(parse_cards("QhJh2c3d"))
     for flop_bet in (False, True):
         expected = texas_holdem_plus_turn(plus, hole, board[:3], board[3:], flop_bet).best
-        answer = exact_odds().best_action(
-            Game.TEXAS_HOLDEM_PLUS, Stage.TURN, (hole[0], hole[1]), board, plus, flop_bet=flop_bet
+        point = DecisionPoint(
+            Game.TEXAS_HOLDEM_PLUS, Stage.TURN, (hole[0], hole[1]), board, plus, flop_bet
         )
+        answer = exact_odds().best_action(point)
         assert answer is expected
