@@ -43,11 +43,6 @@ class TableSpec:
         if self.boxes is not None and not 1 <= self.boxes <= MAX_BOXES:
             raise ConfigError(f"boxes must be 1..{MAX_BOXES}, got {self.boxes}")
 
-    @property
-    def shared_hand(self) -> bool:
-        """Whether every player bets on the one live hand ``"main"``."""
-        return self.boxes is None
-
 
 @dataclass(frozen=True)
 class Faults:

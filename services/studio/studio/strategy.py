@@ -78,12 +78,6 @@ def wager_action(game: Game, stage: Stage) -> Action:
     return STAGE_ACTIONS[(game, stage)][0]
 
 
-def passive_action(game: Game, stage: Stage) -> Action:
-    """The action that adds no wager and keeps the hand: check, or fold where none exists."""
-    actions = STAGE_ACTIONS[(game, stage)]
-    return Action.CHECK if Action.CHECK in actions else Action.FOLD
-
-
 def _rank_mask(cards: Sequence[int]) -> int:
     """Bit r set for each rank r present (2..14), and bit 1 for an ace (it also plays low)."""
     mask = 0

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    pass
 
 GENESIS_HASH = "0" * 64
 
@@ -49,11 +49,6 @@ def canonical_json(value: Any) -> str:
 def format_timestamp(moment: datetime) -> str:
     """The chain's timestamp text (UTC, microseconds, ``Z``)."""
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def parse_timestamp(text: str) -> datetime:
-    """Inverse of ``format_timestamp``."""
-    return datetime.fromisoformat(text)
 
 
 def row_hash(
@@ -192,10 +187,6 @@ class ChainVerifier:
         if self._pending is not None:
             self._judge(self._pending, row)
         self._pending = row
-
-    def feed_all(self, rows: Iterable[ChainRow]) -> None:
-        for row in rows:
-            self.feed(row)
 
     def finish(self) -> VerifyReport:
         if self._pending is not None:

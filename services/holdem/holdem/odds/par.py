@@ -70,10 +70,6 @@ def _five_key(cards: Sequence[int]) -> int:
     return int(value.category)
 
 
-def _five_line(key: int) -> str:
-    return "pair_of_aces" if key == _PAIR_OF_ACES_KEY else CATEGORY_LINE[Category(key)]
-
-
 def _hole_cards(remaining: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint8]:
     out: npt.NDArray[np.uint8] = remaining[pairs(49)]
     return out

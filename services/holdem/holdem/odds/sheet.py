@@ -8,7 +8,7 @@ only the standard deviation, a square root, is a float.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -254,7 +254,3 @@ def percent(x: Fraction, places: int = 4) -> str:
     q = (abs(scaled) * 2 + 1) // 2
     whole, frac = divmod(int(q), 10**places)
     return f"{sign}{whole}.{frac:0{places}d}%" if places else f"{sign}{whole}%"
-
-
-def lines_by_name(lines: Sequence[Line]) -> dict[str, Line]:
-    return {line.name: line for line in lines}
