@@ -24,7 +24,6 @@ from croupier.contract import (
     EventType,
     FeedEvent,
     RoundOpened,
-    SettlementResult,
     parse_event,
 )
 from croupier.ledger import Ledger, NewEvent, OutboxMessage, RecordedEvent, StreamAppend
@@ -80,11 +79,6 @@ def message_id(table_id: str, round_id: str, player_id: str, currency: str) -> s
 def settlement_results(closed: Mapping[str, Any], position: int) -> list[ResultBody]:
     """One result per player and currency from a ``round.settled`` or ``round.voided`` fact."""
     return [{**body, "ledger_position": position} for body in result_bodies(closed)]
-
-
-def settlement_result(body: Mapping[str, Any]) -> SettlementResult:
-    """A result body as the contract's model (validated)."""
-    return SettlementResult.model_validate(body, strict=False)
 
 
 def result_bodies(closed: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -321,7 +315,7 @@ class Settler:
         work.report.results = [
             {**body, "ledger_position": r.position}
             for r in closed
-            for body in work.results.get(r.key) or result_bodies(r.data)
+            for body in work.results[r.key]
         ]
 
 

@@ -21,7 +21,6 @@ from croupier.settler import (
     Settler,
     message_id,
     meter_stream,
-    settlement_result,
 )
 
 Event = dict[str, Any]
@@ -70,7 +69,7 @@ def ch_round(
 
 def models(report: BatchReport) -> list[SettlementResult]:
     """The report's result bodies as contract models (each validated)."""
-    return [settlement_result(body) for body in report.results]
+    return [SettlementResult.model_validate(body, strict=False) for body in report.results]
 
 
 def by_player(results: Sequence[SettlementResult]) -> dict[str, SettlementResult]:
