@@ -255,16 +255,22 @@ async def _get(queue: Any, timeout: float = TIMEOUT) -> float:
     return float(await asyncio.to_thread(queue.get, True, timeout))
 
 
+async def publish_all(url: str, messages: list[FeedMessage]) -> tuple[float, float]:
+    """Publish ``messages`` from a studio child process; its first and last publish times."""
+    ctx = _spawn()
+    times = ctx.Queue()
+    publisher = ctx.Process(target=_publisher, args=(url, messages, times))
+    publisher.start()
+    first, last = await _get(times), await _get(times)
+    await asyncio.to_thread(publisher.join)
+    return first, last
+
+
 async def publisher_alone(workload: Workload) -> float:
     """Messages/s of the studio publisher into the feed queue, nobody consuming."""
-    ctx = _spawn()
     async with scratch_vhost() as url:
         await _declare(url)
-        times = ctx.Queue()
-        publisher = ctx.Process(target=_publisher, args=(url, workload.messages, times))
-        publisher.start()
-        first, last = await _get(times), await _get(times)
-        publisher.join()
+        first, last = await publish_all(url, workload.messages)
     return len(workload.messages) / (last - first)
 
 
@@ -286,8 +292,7 @@ async def raw_baseline(workload: Workload, *, live: bool) -> float:
         try:
             if not live:
                 await _declare(url)
-                publisher.start()
-                await _get(publisher_times), await _get(publisher_times)
+                await publish_all(url, workload.messages)
             consumer.start()
             if not await asyncio.to_thread(ready.wait, 60):
                 raise RuntimeError("the baseline consumer did not start")
@@ -331,15 +336,8 @@ async def running_service(url: str, db_url: str) -> AsyncIterator[float]:
             service.terminate()
 
 
-async def end_to_end(workload: Workload, *, live: bool) -> float:
-    """Messages/s up to the last settlement result received.
-
-    ``live``: the feed is published while the service runs, timed from the first publish.
-    Otherwise the feed is published first and the service drains the queue, timed from
-    just before it starts.
-    """
-    if not live:
-        return await _end_to_end_drained(workload)
+async def end_to_end_live(workload: Workload) -> float:
+    """Messages/s from the first publish, made while the service runs, to the last result."""
     ctx = _spawn()
     wallet = Wallet(workload.results)
     async with (
@@ -357,17 +355,16 @@ async def end_to_end(workload: Workload, *, live: bool) -> float:
     return len(workload.messages) / (wallet.finished - first)
 
 
-async def _end_to_end_drained(workload: Workload) -> float:
-    ctx = _spawn()
+async def end_to_end_drained(workload: Workload) -> float:
+    """Messages/s of the service draining a feed published before it starts, to the last result.
+
+    Timed from just before the service starts, like the drained raw baseline.
+    """
     wallet = Wallet(workload.results)
     async with scratch_vhost() as url, scratch_database() as db_url:
         await _declare(url)
         async with wallet_queue(url, wallet):
-            times = ctx.Queue()
-            publisher = ctx.Process(target=_publisher, args=(url, workload.messages, times))
-            publisher.start()
-            await _get(times), await _get(times)
-            await asyncio.to_thread(publisher.join)
+            await publish_all(url, workload.messages)
             async with running_service(url, db_url) as started:
                 await asyncio.wait_for(wallet.done.wait(), TIMEOUT)
     return len(workload.messages) / (wallet.finished - started)
@@ -441,8 +438,8 @@ async def _run() -> None:
     publisher = await _best(publisher_alone, feed)
     drained = await _best(functools.partial(raw_baseline, live=False), feed)
     live = await _best(functools.partial(raw_baseline, live=True), feed)
-    croupier_drained = await _best(functools.partial(end_to_end, live=False), feed)
-    croupier_live = await _best(functools.partial(end_to_end, live=True), feed)
+    croupier_drained = await _best(end_to_end_drained, feed)
+    croupier_live = await _best(end_to_end_live, feed)
     seconds = await _best(shared_round, shared, lowest=True)
     ratio = croupier_drained / drained
     rows = [
