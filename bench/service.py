@@ -46,7 +46,7 @@ import asyncpg
 from aio_pika.abc import AbstractIncomingMessage
 
 from bench.replay import ADMIN_URL, load_line, postgres_available, scratch_database
-from croupier.bus import FEED_QUEUE, SETTLEMENTS_EXCHANGE, take_batch
+from croupier.bus import FEED_QUEUE, SETTLEMENTS_EXCHANGE, Inbox
 from croupier.bus.amqp import AmqpBus, declare_topology
 from croupier.config import configure_logging
 from croupier.ledger import open_ledger
@@ -173,13 +173,17 @@ async def _raw_consume(
         await channel.set_qos(prefetch_count=PREFETCH)
         await declare_topology(channel)
         queue = await channel.get_queue(FEED_QUEUE)
-        inbox: asyncio.Queue[AbstractIncomingMessage] = asyncio.Queue()
+        inbox: Inbox[AbstractIncomingMessage] = Inbox()
+
+        async def receive(message: AbstractIncomingMessage) -> None:
+            inbox.put(message)
+
         ready.set()
         started.put(time.monotonic())
-        await queue.consume(inbox.put)
+        await queue.consume(receive)
         taken = 0
         while taken < expected:
-            batch = await take_batch(inbox, RAW_BATCH, RAW_LINGER)
+            batch = await inbox.take(RAW_BATCH, RAW_LINGER)
             records = [(m.delivery_tag, m.body.decode()) for m in batch]
             async with database.transaction():
                 await database.copy_records_to_table("raw_feed", records=records)

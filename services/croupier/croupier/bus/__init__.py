@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 FEED_EXCHANGE: Final = "studio.feed"
 FEED_QUEUE: Final = "croupier.feed"
@@ -32,23 +33,43 @@ CODE_HEADER: Final = "x-croupier-code"
 T = TypeVar("T")
 
 
-async def take_batch(inbox: asyncio.Queue[T], max_messages: int, linger: float) -> list[T]:
-    """Wait for one item, then take whatever arrives within ``linger`` seconds (up to a cap)."""
-    batch = [await inbox.get()]
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + linger
-    while len(batch) < max_messages:
-        if not inbox.empty():
-            batch.append(inbox.get_nowait())
-            continue
-        remaining = deadline - loop.time()
-        if remaining <= 0:
-            break
-        try:
-            batch.append(await asyncio.wait_for(inbox.get(), remaining))
-        except TimeoutError:
-            break
-    return batch
+class Inbox(Generic[T]):
+    """Deliveries as they arrive, taken in batches.
+
+    ``take`` waits for one, then for up to ``linger`` seconds more until the batch is full.
+    The taker is woken once per batch, not once per delivery.
+    """
+
+    def __init__(self) -> None:
+        self._items: deque[T] = deque()
+        self._ready = asyncio.Event()
+        self._wanted = 1
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def put(self, item: T) -> None:
+        """Hand over one delivery (a broker callback, or the in-process studio)."""
+        self._items.append(item)
+        if len(self._items) >= self._wanted:
+            self._ready.set()
+
+    async def take(self, max_items: int, linger: float) -> list[T]:
+        """Wait for one delivery, then take what arrives within ``linger`` s, up to a cap."""
+        while not self._items:
+            self._wanted = 1
+            self._ready.clear()
+            await self._ready.wait()
+        if len(self._items) < max_items and linger > 0:
+            self._wanted = max_items
+            self._ready.clear()
+            try:
+                async with asyncio.timeout(linger):
+                    await self._ready.wait()
+            except TimeoutError:
+                pass
+        items = self._items
+        return [items.popleft() for _ in range(min(max_items, len(items)))]
 
 
 class BusError(Exception):

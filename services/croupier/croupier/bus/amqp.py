@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import json
 import struct
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final, cast
@@ -41,6 +40,7 @@ from croupier.bus import (
     BusError,
     DeadLetter,
     Delivery,
+    Inbox,
     Outgoing,
     Unroutable,
 )
@@ -182,38 +182,6 @@ def json_properties(
     )
 
 
-class _Inbox:
-    """Deliveries as the broker hands them over, taken in batches."""
-
-    def __init__(self) -> None:
-        self._items: deque[DeliveredMessage] = deque()
-        self._ready = asyncio.Event()
-        self._wanted = 1
-
-    def put(self, message: DeliveredMessage) -> None:
-        """The consumer callback: called by aiormq for each delivery."""
-        self._items.append(message)
-        if len(self._items) >= self._wanted:
-            self._ready.set()
-
-    async def take(self, max_messages: int, linger: float) -> list[DeliveredMessage]:
-        """Wait for one delivery, then take what arrives within ``linger`` s, up to a cap."""
-        while not self._items:
-            self._wanted = 1
-            self._ready.clear()
-            await self._ready.wait()
-        if len(self._items) < max_messages and linger > 0:
-            self._wanted = max_messages
-            self._ready.clear()
-            try:
-                async with asyncio.timeout(linger):
-                    await self._ready.wait()
-            except TimeoutError:
-                pass
-        items = self._items
-        return [items.popleft() for _ in range(min(max_messages, len(items)))]
-
-
 class AmqpBus(Bus):
     """Consumes ``croupier.feed`` and publishes to ``croupier.settlements``, with confirms.
 
@@ -231,7 +199,7 @@ class AmqpBus(Bus):
         self._connection: AbstractRobustConnection | None = None
         self._consume_channel: AbstractRobustChannel | None = None
         self._publish_channel: AbstractChannel | None = None
-        self._inbox = _Inbox()
+        self._inbox: Inbox[DeliveredMessage] = Inbox()
         self._consuming = False
         self._consumer: tuple[aiormq.Channel, str] | None = None
         self._subscribing = asyncio.Lock()

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Sequence
 
-from croupier.bus import Bus, DeadLetter, Delivery, Outgoing, Unroutable, take_batch
+from croupier.bus import Bus, DeadLetter, Delivery, Inbox, Outgoing, Unroutable
 
 Subscriber = Callable[[Outgoing], None]
 
@@ -24,14 +23,14 @@ def _match(pattern: list[str], words: list[str]) -> bool:
 
 
 class MemoryBus(Bus):
-    """Feed deliveries from an asyncio queue; settlement results to in-process subscribers.
+    """Feed deliveries from an in-process inbox; settlement results to in-process subscribers.
 
     Unacknowledged deliveries stay pending (``unacked``) like a broker's; results whose
     routing key no subscriber binds are refused as unroutable, like ``mandatory`` publishes.
     """
 
     def __init__(self) -> None:
-        self._queue: asyncio.Queue[Delivery] = asyncio.Queue()
+        self._inbox: Inbox[Delivery] = Inbox()
         self._tags = 0
         self._consuming = False
         self._bindings: list[tuple[str, Subscriber]] = []
@@ -44,7 +43,7 @@ class MemoryBus(Bus):
     async def publish_feed(self, routing_key: str, body: bytes, message_id: str | None) -> None:
         """What the studio publishes to ``studio.feed``."""
         self._tags += 1
-        await self._queue.put(Delivery(body, self._tags, routing_key, message_id))
+        self._inbox.put(Delivery(body, self._tags, routing_key, message_id))
 
     def subscribe(self, pattern: str, subscriber: Subscriber) -> None:
         """Bind a settlement subscriber (a wallet) to a routing pattern."""
@@ -53,7 +52,7 @@ class MemoryBus(Bus):
     @property
     def backlog(self) -> int:
         """Deliveries not yet taken by the consumer."""
-        return self._queue.qsize()
+        return len(self._inbox)
 
     # -- the port --------------------------------------------------------------------------
 
@@ -75,7 +74,7 @@ class MemoryBus(Bus):
         self._consuming = False
 
     async def next_batch(self, max_messages: int, linger: float) -> list[Delivery]:
-        batch = await take_batch(self._queue, max_messages, linger)
+        batch = await self._inbox.take(max_messages, linger)
         self.unacked.update((d.tag, d) for d in batch)
         return batch
 
