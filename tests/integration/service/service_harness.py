@@ -13,7 +13,8 @@ import asyncio
 import json
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,9 +23,10 @@ from aio_pika.exceptions import AMQPError
 from unit.croupier.test_replay import Bet, Result, Table, reference
 
 from croupier.bus import SETTLEMENTS_EXCHANGE
-from croupier.bus.amqp import declare_topology
-from croupier.ledger import RecordedEvent, open_ledger
+from croupier.bus.amqp import AmqpBus, declare_topology
+from croupier.ledger import Ledger, RecordedEvent, open_ledger
 from croupier.round import SETTLED, VOIDED, stream_name
+from croupier.service import Service
 from croupier.settler import message_id
 from studio.config import Faults, StudioConfig, parse_table_specs
 from studio.feed import FeedMessage, simulate
@@ -139,6 +141,22 @@ class Received:
             b["bet_id"]: (b["spot"], b["stake"], b["returned"], b["outcome"])
             for b in self.body["bets"]
         }
+
+
+@asynccontextmanager
+async def serving(
+    ledger: Ledger, amqp_url: str, *, max_batch: int = 1000
+) -> AsyncIterator[Service]:
+    """The service on ``ledger`` and the vhost at ``amqp_url``, its probes on a free port.
+
+    Stopped (gracefully) on the way out.
+    """
+    service = Service(ledger, AmqpBus(amqp_url), max_batch=max_batch)
+    await service.start(http_host="127.0.0.1", http_port=0)
+    try:
+        yield service
+    finally:
+        await service.stop()
 
 
 async def prepare_broker(url: str) -> None:

@@ -25,10 +25,10 @@ from service_harness import (
     played_tables,
     prepare_broker,
     round_streams,
+    serving,
     studio_feed,
 )
 
-from croupier.bus.amqp import AmqpBus
 from croupier.ledger import open_ledger
 from croupier.service import Service
 from studio.feed import FeedMessage
@@ -41,13 +41,8 @@ pytestmark = pytest.mark.integration
 async def service(amqp_vhost: str, postgres_database: str) -> AsyncIterator[Service]:
     """The service on the test's vhost and database, its probes on a free port."""
     await prepare_broker(amqp_vhost)
-    async with open_ledger(postgres_database) as ledger:
-        running = Service(ledger, AmqpBus(amqp_vhost))
-        await running.start(http_host="127.0.0.1", http_port=0)
-        try:
-            yield running
-        finally:
-            await running.stop()
+    async with open_ledger(postgres_database) as ledger, serving(ledger, amqp_vhost) as running:
+        yield running
 
 
 async def readyz(service: Service) -> tuple[int, str]:

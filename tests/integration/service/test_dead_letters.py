@@ -27,6 +27,7 @@ from service_harness import (
     ledger_events,
     metric,
     prepare_broker,
+    serving,
 )
 
 from croupier.bus import (
@@ -35,7 +36,6 @@ from croupier.bus import (
     REASON_HEADER,
     SETTLEMENTS_EXCHANGE,
 )
-from croupier.bus.amqp import AmqpBus
 from croupier.ledger import open_ledger
 from croupier.round import REJECTED, SETTLED, stream_name
 from croupier.service import Service
@@ -49,13 +49,8 @@ pytestmark = pytest.mark.integration
 @pytest.fixture
 async def service(amqp_vhost: str, postgres_database: str) -> AsyncIterator[Service]:
     """The service on the test's vhost and database (nothing bound to its results yet)."""
-    async with open_ledger(postgres_database) as ledger:
-        running = Service(ledger, AmqpBus(amqp_vhost))
-        await running.start(http_host="127.0.0.1", http_port=0)
-        try:
-            yield running
-        finally:
-            await running.stop()
+    async with open_ledger(postgres_database) as ledger, serving(ledger, amqp_vhost) as running:
+        yield running
 
 
 def feed_message(event: dict[str, Any]) -> FeedMessage:

@@ -29,11 +29,11 @@ from service_harness import (
     played_tables,
     prepare_broker,
     round_streams,
+    serving,
     studio_feed,
     wallet_paid,
 )
 
-from croupier.bus.amqp import AmqpBus
 from croupier.ledger import Ledger, open_ledger
 from croupier.service import Service
 from croupier.web import ProbeServer
@@ -54,9 +54,7 @@ async def test_a_published_feed_settles_like_the_reference(
     wallet = Wallet(amqp_vhost)
 
     async with open_ledger(postgres_database) as ledger:
-        service = Service(ledger, AmqpBus(amqp_vhost))
-        await service.start(http_host="127.0.0.1", http_port=0)
-        try:
+        async with serving(ledger, amqp_vhost) as service:
             assert service.http_port
             assert await http_get(service.http_port, "/readyz") == (
                 200,
@@ -70,8 +68,6 @@ async def test_a_published_feed_settles_like_the_reference(
             status, exposition = await http_get(service.http_port, "/metrics")
             assert status == 200
             assert await http_get(service.http_port, "/healthz") == (200, "alive\n")
-        finally:
-            await service.stop()
         after_stop = ProbeServer(service.metrics, service.readiness)
         port = await after_stop.start("127.0.0.1", 0)
         try:
@@ -135,27 +131,20 @@ async def test_readiness_fails_while_the_database_is_down(
     amqp_vhost: str, postgres_database: str
 ) -> None:
     database = postgres_database.rsplit("/", 1)[1]
-    async with open_ledger(postgres_database) as ledger:
-        service = Service(ledger, AmqpBus(amqp_vhost))
-        await service.start(http_host="127.0.0.1", http_port=0)
+    async with open_ledger(postgres_database) as ledger, serving(ledger, amqp_vhost) as service:
         assert service.http_port
         port = service.http_port
+        assert (await http_get(port, "/readyz"))[0] == 200
+        await _refuse_connections(database, refuse=True)
         try:
-            assert (await http_get(port, "/readyz"))[0] == 200
-            await _refuse_connections(database, refuse=True)
-            try:
-                status, text = await http_get(port, "/readyz")
-                assert status == 503, text
-                assert "database: NOT READY" in text
-                assert "broker: ok" in text
-                assert (await http_get(port, "/healthz"))[0] == 200
-            finally:
-                await _refuse_connections(database, refuse=False)
-            await eventually(
-                lambda: _ready(port), 30, "/readyz is 200 again once the database is back"
-            )
+            status, text = await http_get(port, "/readyz")
+            assert status == 503, text
+            assert "database: NOT READY" in text
+            assert "broker: ok" in text
+            assert (await http_get(port, "/healthz"))[0] == 200
         finally:
-            await service.stop()
+            await _refuse_connections(database, refuse=False)
+        await eventually(lambda: _ready(port), 30, "/readyz is 200 again once the database is back")
 
 
 async def _ready(port: int) -> bool:
@@ -185,23 +174,19 @@ async def test_a_database_outage_mid_stream_loses_and_quarantines_nothing(
     database = postgres_database.rsplit("/", 1)[1]
     await prepare_broker(amqp_vhost)
     wallet = Wallet(amqp_vhost)
-    async with open_ledger(postgres_database) as ledger:
-        service = Service(ledger, AmqpBus(amqp_vhost), max_batch=20)
-        await service.start(http_host="127.0.0.1", http_port=0)
+    async with (
+        open_ledger(postgres_database) as ledger,
+        serving(ledger, amqp_vhost, max_batch=20) as service,
+    ):
+        await publish(messages, amqp_vhost)
+        await eventually(lambda: _closed_some(ledger), 60, "a few rounds settled", every=0.05)
+        await _refuse_connections(database, refuse=True)
         try:
-            await publish(messages, amqp_vhost)
-            await eventually(lambda: _closed_some(ledger), 60, "a few rounds settled", every=0.05)
-            await _refuse_connections(database, refuse=True)
-            try:
-                await eventually(
-                    lambda: _not_ready(service), 30, "/readyz reports the database down"
-                )
-                await asyncio.sleep(2)  # long enough for the consumer to retry meanwhile
-            finally:
-                await _refuse_connections(database, refuse=False)
-            await wallet.wait_for(expected, timeout=120)
+            await eventually(lambda: _not_ready(service), 30, "/readyz reports the database down")
+            await asyncio.sleep(2)  # long enough for the consumer to retry meanwhile
         finally:
-            await service.stop()
+            await _refuse_connections(database, refuse=False)
+        await wallet.wait_for(expected, timeout=120)
     events = await ledger_events(postgres_database)
     assert_one_closure_per_round(events, round_streams(tables))
     assert [e.data for e in events if e.stream == "rejections"] == []
