@@ -313,9 +313,7 @@ class Settler:
         closed = [r for r in recorded if r.type in (SETTLED, VOIDED)]
         work.report.closed = closed
         work.report.results = [
-            {**body, "ledger_position": r.position}
-            for r in closed
-            for body in work.results[r.key]
+            {**body, "ledger_position": r.position} for r in closed for body in work.results[r.key]
         ]
 
 
