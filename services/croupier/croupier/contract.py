@@ -1,6 +1,6 @@
 """The studio feed contract (input) and the settlement contract (output), v1.
 
-These models are the wire vocabulary of docs feed.md: they check shape and field values only.
+These models are the wire vocabulary of docs/feed.md: they check shape and field values only.
 Game rules (card uniqueness across a round, call size, stage order) belong to the Round
 aggregate. Parse feed messages with :func:`parse_event`; it raises :class:`ContractError`
 with a reason a person can act on.

@@ -2,7 +2,7 @@
 
 A feed event goes to :meth:`Round.receive`, which decides what it means and returns the facts
 to record; :meth:`Round.apply` folds a fact into the state, so a round read back from the
-ledger is the round that was written. What it enforces (feed.md, rules.md):
+ledger is the round that was written. What it enforces (docs/feed.md, docs/rules.md):
 
 - Order: events apply in ``seq`` order. One ahead of its turn is *held* and applied when the
   gap fills. A redelivered event is a no-op; a reused ``event_id`` with other content is

@@ -1,4 +1,4 @@
-"""The rules of Casino Hold'em, as rules.md states them, applied to one round.
+"""The rules of Casino Hold'em, as docs/rules.md states them, applied to one round.
 
 - Each player antes, may add side bets (AA bonus; progressive jackpot where the pay table has
   one), sees two hole cards and the flop, then CALLS (a second wager of exactly 2x the ante)

@@ -1,4 +1,4 @@
-"""The rules of Texas Hold'em Plus, as rules.md states them, applied to one round.
+"""The rules of Texas Hold'em Plus, as docs/rules.md states them, applied to one round.
 
 - Each player antes and may add the PLUS side bet, then sees two hole cards and CALLS (2x
   the ante) or FOLDS; after the flop BETS (1x the ante), CHECKS or FOLDS; after the turn the

@@ -1,4 +1,4 @@
-"""Publish the studio feed to RabbitMQ, as feed.md's transport section states it.
+"""Publish the studio feed to RabbitMQ, as docs/feed.md's transport section states it.
 
 Topic exchange ``studio.feed`` (durable); routing key ``<table_id>.<event_type>``; persistent
 messages, ``content_type`` application/json, ``message_id`` = ``event_id``. The channel uses

@@ -1,4 +1,4 @@
-"""Feed events as feed.md describes them, and a way to break one field at a time."""
+"""Feed events as docs/feed.md describes them, and a way to break one field at a time."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Every feed event of feed.md parses into its typed model and round-trips."""
+"""Every feed event of docs/feed.md parses into its typed model and round-trips."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ The generator deals both games on all four pay tables: shared hands with many pl
 several boxes, random decisions (timeouts included), voids, rounds left open, out-of-order
 events, redeliveries and faults of every kind. It keeps what really happened at each table,
 and the reference below settles that with nothing of ``holdem``: its own hand evaluator (the
-best of the 21 five-card subsets) and the rules of rules.md written out again. Every result
+best of the 21 five-card subsets) and the rules of docs/rules.md written out again. Every result
 line croupier writes must be the reference's, and every fault must be rejected on its line.
 """
 
@@ -30,7 +30,7 @@ from croupier.ledger import open_ledger
 from croupier.replay import ReplaySummary, replay
 from croupier.settler import message_id
 
-# -- the rules, written out from rules.md ---------------------------------------------------
+# -- the rules, written out from docs/rules.md ---------------------------------------------------
 
 RANKS, SUITS = "23456789TJQKA", "cdhs"
 DECK = [r + s for r in RANKS for s in SUITS]
@@ -375,7 +375,7 @@ def _status(bet: Bet, outcome: str) -> tuple[str, int, int, str]:
 
 
 def reference(t: Table, meters: dict[str, int]) -> Result:
-    """Every bet's result, by rules.md; moves ``meters`` (per currency) like the table's."""
+    """Every bet's result, by docs/rules.md; moves ``meters`` (per currency) like the table's."""
     every = [*t.bets, *t.plays]
     if t.ending == "voided":
         return {b.bet_id: _status(b, "refund") for b in every}

@@ -1,4 +1,5 @@
-"""The Round aggregate: every bad input of feed.md, order, duplicates, voids, timeouts, rebuild.
+"""The Round aggregate: every bad input of docs/feed.md, order, duplicates, voids, timeouts,
+rebuild.
 
 Events are written as feed JSON and parsed by the contract (``croupier_feeds``), so each test
 feeds the aggregate exactly what the service would.
@@ -115,7 +116,7 @@ def thp_round(f: RoundFeed, preflop: str | None, flop: str | None, turn: str | N
     return [*events, f.cards("board", "3h"), f.completed()]
 
 
-# -- every bad input of feed.md -------------------------------------------------------------
+# -- every bad input of docs/feed.md -------------------------------------------------------------
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Card text and ids (rules.md, "Cards and hands")."""
+"""Card text and ids (docs/rules.md, "Cards and hands")."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def test_known_ids(text: str, card: int, rank: int, suit: int) -> None:
     assert suit_of(card) == suit
 
 
-# Suits are lower case and tens are written T (rules.md), so "AS" and "10h" are not cards.
+# Suits are lower case and tens are written T (docs/rules.md), so "AS" and "10h" are not cards.
 @pytest.mark.parametrize("text", ["1s", "Ax", "AS", "as", "10h", "", "A", "s", " As", "As ", "Xx"])
 def test_bad_text_names_the_card_and_the_format(text: str) -> None:
     with pytest.raises(CardError) as raised:

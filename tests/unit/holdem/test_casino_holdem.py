@@ -1,4 +1,4 @@
-"""Casino Hold'em settlement, bet by bet (rules.md, "Casino Hold'em" and "Pay tables").
+"""Casino Hold'em settlement, bet by bet (docs/rules.md, "Casino Hold'em" and "Pay tables").
 
 Every case is a round written as card text. Unless a case says otherwise the player antes
 100 and calls 200, so an ante paying m:1 returns 100 * (1 + m) and a winning call 400.

@@ -1,4 +1,5 @@
-"""The hand evaluator against the rules (rules.md, "Cards and hands") and a brute-force reference.
+"""The hand evaluator against the rules (docs/rules.md, "Cards and hands") and a brute-force
+reference.
 
 The reference below shares nothing with ``holdem.evaluator``: it classifies one five-card hand
 directly and takes the best of the 21 five-card subsets of seven cards.

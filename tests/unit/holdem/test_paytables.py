@@ -1,6 +1,6 @@
-"""Pay tables (rules.md, "Pay tables" and "Stake limits").
+"""Pay tables (docs/rules.md, "Pay tables" and "Stake limits").
 
-The expected tables are written out here from rules.md, independently of the JSON files,
+The expected tables are written out here from docs/rules.md, independently of the JSON files,
 so a changed data file cannot change what the tests expect.
 """
 

@@ -211,7 +211,7 @@ def test_a_folded_hand_returns_nothing_but_its_plus_bet(round_: Round) -> None:
 @PROPERTY_SETTINGS
 @given(rounds())
 def test_showdown_bets_follow_the_rules(round_: Round) -> None:
-    """An independent reading of rules.md for the ante and play wagers of a hand that played."""
+    """docs/rules.md read again, independently: the ante and play wagers of a hand that played."""
     table, cards = round_.table, round_.deal
     dealer = evaluate(cards.dealer + cards.board)
     folded = _folded(round_)

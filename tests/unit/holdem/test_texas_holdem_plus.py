@@ -1,4 +1,4 @@
-"""Texas Hold'em Plus settlement, bet by bet (rules.md, "Texas Hold'em Plus").
+"""Texas Hold'em Plus settlement, bet by bet (docs/rules.md, "Texas Hold'em Plus").
 
 Unless a case says otherwise the player antes 100 (bet ``a``), calls 200 before the flop
 (``c``), bets 100 on the flop (``f``, spot flop_bet) and 100 on the turn (``t``, turn_bet).

@@ -1,7 +1,7 @@
 """An independent reading of a studio feed: rounds, and every defect a round shows.
 
-Written from feed.md and rules.md alone (not from the simulator's code), so the simulator's
-tests check its output against the contract rather than against itself.
+Written from docs/feed.md and docs/rules.md alone (not from the simulator's code), so the
+simulator's tests check its output against the contract rather than against itself.
 """
 
 from __future__ import annotations
