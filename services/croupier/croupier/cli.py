@@ -16,6 +16,7 @@ COMMANDS = (
     "simulate",
     "migrate",
     "verify",
+    "project",
     "par",
     "odds",
     "contracts",

@@ -1,4 +1,4 @@
-"""``croupier migrate``: apply the ledger's schema migrations."""
+"""``croupier migrate``: apply the ledger's schema migrations and set up the read models."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from typing import Any
 
 from croupier.commands.verify import ledger_url_argument
 from croupier.ledger import open_ledger
+from croupier.projection import open_store
+from croupier.projection.registry import load_projections
 
 
 def register(subparsers: Any) -> None:
@@ -26,4 +28,6 @@ def run(args: argparse.Namespace) -> int:
 
 async def _migrate(url: str) -> list[str]:
     async with open_ledger(url) as ledger:
-        return await ledger.migrate()
+        applied = await ledger.migrate()
+        created = await open_store(ledger).setup(load_projections())
+        return applied + [f"read model {name}" for name in created]

@@ -151,6 +151,18 @@ class SqliteLedger(Ledger):
             await self._writer.run(lambda conn: _mark_published(conn, ids))
             self._published.marked(ids)
 
+    async def run_writing(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``work`` on the write connection in a worker thread, serialised with appends.
+
+        Read models kept in the same file write through here, so their transactions take
+        the same single writer lock as the ledger's.
+        """
+        return await self._writer.run(work)
+
+    async def run_reading(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``work`` on the read connection in a worker thread."""
+        return await self._reader.run(work)
+
     async def close(self) -> None:
         async with self._writer.lock:
             self._writer.close()

@@ -1,0 +1,219 @@
+"""Read models in the PostgreSQL ledger's database, through the ledger's connection pool.
+
+A commit locks the checkpoint rows it moves (``SELECT ... FOR UPDATE``) and checks they
+are where the batch started, so two projectors never both apply a batch; rows go in with
+one ``unnest`` statement per table and shape. ``setup`` makes the roles
+``croupier_projector`` (reads the ledger, writes read models, cannot write the ledger) and
+``croupier_reader`` (reads both); it needs DDL rights only when a table must be created,
+so a projector running as ``croupier_projector`` follows read models an owner set up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+from croupier.ledger.postgres import PostgresLedger
+from croupier.projection import (
+    CheckpointMoved,
+    Dialect,
+    Projection,
+    ProjectionError,
+    ReadModelStore,
+    Session,
+    Step,
+)
+from croupier.projection.sql import (
+    CHECKPOINTS,
+    checkpoint_ddl,
+    create_table,
+    groups,
+    insert_sql,
+    numbered,
+    upsert_sql,
+)
+
+if TYPE_CHECKING:
+    from croupier.ledger.postgres import Conn
+
+PROJECTOR_ROLE = "croupier_projector"
+READER_ROLE = "croupier_reader"
+_SETUP_LOCK = 0x63726F7570696572 >> 2  # beside the ledger's advisory locks
+
+_ROLES = f"""
+DO $$
+BEGIN
+    CREATE ROLE {PROJECTOR_ROLE} NOLOGIN;
+EXCEPTION WHEN duplicate_object OR unique_violation THEN
+    NULL;
+END
+$$;
+DO $$
+BEGIN
+    CREATE ROLE {READER_ROLE} NOLOGIN;
+EXCEPTION WHEN duplicate_object OR unique_violation THEN
+    NULL;
+END
+$$;
+GRANT SELECT ON events TO {PROJECTOR_ROLE}, {READER_ROLE};
+"""
+
+
+class PostgresStore(ReadModelStore):
+    """Read models beside a :class:`PostgresLedger`."""
+
+    dialect: Dialect = "postgres"
+
+    def __init__(self, ledger: PostgresLedger) -> None:
+        self.ledger = ledger
+
+    async def setup(self, projections: Sequence[Projection]) -> list[str]:
+        async with (await self.ledger.pool()).acquire() as conn:
+            if await _current(conn, projections):
+                return []
+            async with conn.transaction():
+                await conn.execute("SELECT pg_advisory_xact_lock($1)", _SETUP_LOCK)
+                return await _setup(conn, projections)
+
+    async def checkpoints(self, projections: Sequence[Projection]) -> dict[str, int]:
+        names = [p.name for p in projections]
+        rows = await (await self.ledger.pool()).fetch(
+            f"SELECT name, position FROM {CHECKPOINTS} WHERE name = ANY($1::text[])", names
+        )
+        found = {row[0]: row[1] for row in rows}
+        missing = set(names) - set(found)
+        if missing:
+            raise ProjectionError(f"projections {sorted(missing)} are not set up: run setup first")
+        return found
+
+    async def commit(self, steps: Sequence[Step]) -> None:
+        if not steps:
+            return
+        async with (await self.ledger.pool()).acquire() as conn, conn.transaction():
+            names = [step.projection.name for step in steps]
+            rows = await conn.fetch(
+                f"SELECT name, position FROM {CHECKPOINTS} WHERE name = ANY($1::text[]) "
+                "ORDER BY name FOR UPDATE",
+                names,
+            )
+            at = {row[0]: row[1] for row in rows}
+            for step in steps:
+                actual = at.get(step.projection.name, -1)
+                if actual != step.after:
+                    raise CheckpointMoved(step.projection.name, step.after, actual)
+                await _write(conn, step)
+
+    async def reset(self, projections: Sequence[Projection]) -> None:
+        async with (await self.ledger.pool()).acquire() as conn, conn.transaction():
+            for projection in projections:
+                names = ", ".join(t.name for t in projection.tables)
+                await conn.execute(f"TRUNCATE {names}")
+                await conn.execute(
+                    f"UPDATE {CHECKPOINTS} SET position = 0 WHERE name = $1", projection.name
+                )
+
+    @asynccontextmanager
+    async def session(self) -> AsyncIterator[Session]:
+        async with (await self.ledger.pool()).acquire() as conn:
+            try:
+                yield PostgresSession(conn)
+            finally:
+                await conn.execute("DISCARD TEMP")
+
+
+class PostgresSession(Session):
+    """Queries on one pooled connection."""
+
+    dialect: Dialect = "postgres"
+
+    def __init__(self, conn: Conn) -> None:
+        self._conn = conn
+
+    async def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
+        await self._conn.execute(numbered(sql), *params)
+
+    async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        await self._conn.executemany(numbered(sql), rows)
+
+    async def copy_rows(
+        self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]
+    ) -> None:
+        await self._conn.copy_records_to_table(table, records=rows, columns=list(columns))
+
+    async def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        return [tuple(row) for row in await self._conn.fetch(numbered(sql), *params)]
+
+    async def stream(
+        self, sql: str, params: Sequence[Any] = (), page: int = 5000
+    ) -> AsyncIterator[list[tuple[Any, ...]]]:
+        async with self._conn.transaction():
+            cursor = await self._conn.cursor(numbered(sql), *params)
+            while rows := await cursor.fetch(page):
+                yield [tuple(row) for row in rows]
+
+
+async def _current(conn: Conn, projections: Sequence[Projection]) -> bool:
+    """Whether every projection's tables exist at its version (then no DDL is needed)."""
+    if await conn.fetchval("SELECT to_regclass($1)", CHECKPOINTS) is None:
+        return False
+    rows = await conn.fetch(f"SELECT name, version FROM {CHECKPOINTS}")
+    versions = {row[0]: row[1] for row in rows}
+    for projection in projections:
+        if versions.get(projection.name) != projection.version:
+            return False
+        for table in projection.tables:
+            if await conn.fetchval("SELECT to_regclass($1)", table.name) is None:
+                return False
+    return True
+
+
+async def _setup(conn: Conn, projections: Sequence[Projection]) -> list[str]:
+    await conn.execute(_ROLES)
+    await conn.execute(checkpoint_ddl("postgres"))
+    await _grant(conn, CHECKPOINTS)
+    rows = await conn.fetch(f"SELECT name, version, tables FROM {CHECKPOINTS}")
+    stored = {row[0]: (row[1], row[2]) for row in rows}
+    created: list[str] = []
+    for projection in projections:
+        names = ",".join(t.name for t in projection.tables)
+        version, tables = stored.get(projection.name, (None, ""))
+        if version != projection.version:
+            for old in filter(None, {*tables.split(","), *names.split(",")}):
+                await conn.execute(f"DROP TABLE IF EXISTS {old}")
+            await conn.execute(
+                f"INSERT INTO {CHECKPOINTS} (name, version, position, tables) "
+                "VALUES ($1, $2, 0, $3) ON CONFLICT (name) DO UPDATE SET "
+                "version = excluded.version, position = 0, tables = excluded.tables",
+                projection.name,
+                projection.version,
+                names,
+            )
+            created.append(projection.name)
+        for table in projection.tables:
+            for statement in create_table(table, "postgres"):
+                await conn.execute(statement)
+            await _grant(conn, table.name)
+    return created
+
+
+async def _grant(conn: Conn, table: str) -> None:
+    await conn.execute(f"REVOKE ALL ON {table} FROM PUBLIC")
+    await conn.execute(
+        f"GRANT SELECT, INSERT, UPDATE, DELETE, TRUNCATE ON {table} TO {PROJECTOR_ROLE}"
+    )
+    await conn.execute(f"GRANT SELECT ON {table} TO {READER_ROLE}")
+
+
+async def _write(conn: Conn, step: Step) -> None:
+    for table, columns, add, rows in groups(step.projection.tables, step.changes):
+        if add is None:
+            sql = insert_sql(table, columns, "postgres")
+        else:
+            sql = upsert_sql(table, columns, add, "postgres")
+        await conn.execute(sql, *(list(column) for column in zip(*rows, strict=True)))
+    await conn.execute(
+        f"UPDATE {CHECKPOINTS} SET position = $1 WHERE name = $2",
+        step.upto,
+        step.projection.name,
+    )
