@@ -20,6 +20,7 @@ COMMANDS = (
     "par",
     "odds",
     "contracts",
+    "web",
 )
 
 

@@ -1,4 +1,5 @@
-"""JSON Schemas of every contract message, generated from the models in :mod:`croupier.contract`.
+"""JSON Schemas of every contract message, generated from the models in :mod:`croupier.contract`,
+and the history API's OpenAPI document.
 
 The files under ``contracts/`` are checked in; ``make contracts`` rewrites them and a unit test
 fails when they drift from the models.
@@ -24,6 +25,8 @@ from croupier.contract import (
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 MANAGED_DIRS = ("feed", "settlement", "replay")
+#: The history API's OpenAPI document (``croupier web`` serves the same at /openapi.json).
+OPENAPI = "web/openapi.json"
 
 
 class _Generator(GenerateJsonSchema):
@@ -63,18 +66,27 @@ def schema_builders() -> dict[str, Callable[[], JsonSchemaValue]]:
     }
     for event_type, model in EVENT_MODELS.items():
         builders[f"feed/{event_type}.schema.json"] = _model_schema(model)
+    builders[OPENAPI] = _openapi
     return dict(sorted(builders.items()))
 
 
-def render(schema: JsonSchemaValue) -> str:
+def _openapi() -> JsonSchemaValue:
+    from croupier.history.app import openapi_document
+
+    return openapi_document()
+
+
+def render(schema: JsonSchemaValue, *, dialect: bool = True) -> str:
     """Deterministic text of one schema: sorted keys, 2-space indent, trailing newline."""
-    document: dict[str, Any] = {"$schema": DIALECT, **schema}
+    document: dict[str, Any] = {"$schema": DIALECT, **schema} if dialect else schema
     return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
 def expected_files() -> dict[str, str]:
     """Relative file path -> the text it must have."""
-    return {path: render(build()) for path, build in schema_builders().items()}
+    return {
+        path: render(build(), dialect=path != OPENAPI) for path, build in schema_builders().items()
+    }
 
 
 def _stale(out_dir: Path, expected: dict[str, str]) -> list[Path]:

@@ -1,0 +1,252 @@
+"""The ``croupier web`` application: the history API and the pages players open in a frame.
+
+Routes (no route writes; the database role it runs as can only read):
+
+- ``GET /v1/rounds/{table_id}/{round_id}``: a round as recorded, cut to what the caller
+  may see (:mod:`croupier.history.recall`);
+- ``GET /v1/players/{player_id}/rounds``: a player's rounds, newest first, paginated;
+- ``GET /v1/tables/{table_id}/rounds``: a table's rounds (staff);
+- ``GET /history``, ``GET /history/rounds/{table_id}/{round_id}``: the player's pages
+  (token in ``?token=``);
+- ``GET /openapi.json``, ``/healthz``, ``/readyz``.
+
+Players authenticate with ``Authorization: Bearer <JWT>``, staff with ``X-Staff-Key``
+(:mod:`croupier.history.auth`). Missing, expired or forged credentials get 401. A round
+or player the caller may not see gets the same 404 as one that does not exist.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Any, Final
+
+import jinja2
+from fastapi import Depends, FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.templating import Jinja2Templates
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from croupier.contract import ROUND_ID_PATTERN, TABLE_ID_PATTERN
+from croupier.history import render
+from croupier.history.auth import Authenticator, Unauthorized
+from croupier.history.models import (
+    PlayerRounds,
+    Problem,
+    RoundRecall,
+    TableRounds,
+)
+from croupier.history.recall import for_viewer, recall
+from croupier.history.store import MAX_PAGE, BadCursor, Cursor, HistoryStore
+from croupier.history.viewer import Viewer
+
+VERSION: Final = "1.0.0"
+NOT_FOUND: Final = "round not found"
+DEFAULT_PAGE: Final = 20
+_TEMPLATES: Final = Path(__file__).parent / "templates"
+_SECURITY_HEADERS: Final = {
+    "Cache-Control": "no-store",
+    "Referrer-Policy": "no-referrer",  # page URLs carry the player's token
+    "X-Content-Type-Options": "nosniff",
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'",
+}
+
+_bearer = HTTPBearer(auto_error=False, description="the player's JWT from the game server")
+_staff_key = APIKeyHeader(
+    name="X-Staff-Key", auto_error=False, description="a staff key the operator configured"
+)
+Limit = Annotated[int, Query(ge=1, le=MAX_PAGE, description="rows per page")]
+CursorText = Annotated[str | None, Query(max_length=64, description="from next_cursor")]
+
+
+async def _api_viewer(
+    request: Request,
+    bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    staff_key: Annotated[str | None, Depends(_staff_key)],
+) -> Viewer:
+    auth: Authenticator = request.app.state.auth
+    if staff_key is not None:
+        return auth.staff(staff_key)
+    return auth.player(bearer.credentials if bearer else None)
+
+
+ApiViewer = Annotated[Viewer, Depends(_api_viewer)]
+
+
+class NotFound(Exception):
+    """Answered with 404 and nothing more."""
+
+
+def create_app(store: HistoryStore, auth: Authenticator) -> FastAPI:
+    """The application over ``store``, admitting whom ``auth`` admits."""
+    app = FastAPI(
+        title="Croupier history",
+        version=VERSION,
+        description=(
+            "Round recall and game history, read from the ledger. Money is integer minor "
+            "units. Players: `Authorization: Bearer <JWT>`; staff: `X-Staff-Key`."
+        ),
+        docs_url=None,
+        redoc_url=None,
+    )
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(_TEMPLATES), autoescape=True)
+    render.install(env)
+    templates = Jinja2Templates(env=env)
+    errors: dict[int | str, dict[str, Any]] = {401: {"model": Problem}, 404: {"model": Problem}}
+
+    app.state.auth = auth
+
+    @app.exception_handler(Unauthorized)
+    async def unauthorized(request: Request, error: Unauthorized) -> Response:
+        if request.url.path.startswith("/history"):
+            return _page(templates, request, "error.html", 401, title="Sign in again", error=error)
+        headers = {"WWW-Authenticate": 'Bearer realm="croupier"', **_SECURITY_HEADERS}
+        return JSONResponse({"detail": str(error)}, 401, headers=headers)
+
+    @app.exception_handler(NotFound)
+    async def not_found(request: Request, _: NotFound) -> Response:
+        if request.url.path.startswith("/history"):
+            return _page(templates, request, "error.html", 404, title="Not found", error=NOT_FOUND)
+        return JSONResponse({"detail": NOT_FOUND}, 404, headers=_SECURITY_HEADERS)
+
+    @app.exception_handler(BadCursor)
+    async def bad_cursor(_: Request, error: BadCursor) -> Response:
+        return JSONResponse({"detail": str(error)}, 400, headers=_SECURITY_HEADERS)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_: Request, error: RequestValidationError) -> Response:
+        detail = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in error.errors()[:5]
+        )
+        return JSONResponse({"detail": detail}, 422, headers=_SECURITY_HEADERS)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, error: StarletteHTTPException) -> Response:
+        return JSONResponse({"detail": str(error.detail)}, error.status_code)
+
+    async def visible_round(viewer: Viewer, table_id: str, round_id: str) -> RoundRecall:
+        if not (_matches(TABLE_ID_PATTERN, table_id) and _matches(ROUND_ID_PATTERN, round_id)):
+            raise NotFound
+        found = recall(table_id, round_id, await store.round_facts(table_id, round_id))
+        shown = for_viewer(found, viewer) if found is not None else None
+        if shown is None:
+            raise NotFound
+        return shown
+
+    async def player_page(
+        viewer: Viewer, player_id: str, limit: int, cursor: str | None
+    ) -> PlayerRounds:
+        if viewer.player_id is not None and viewer.player_id != player_id:
+            raise NotFound
+        before = Cursor.decode(cursor) if cursor else None
+        rows = await store.player_rounds(player_id, limit + 1, before)
+        more = len(rows) > limit
+        rows = rows[:limit]
+        last = Cursor(rows[-1].position, rows[-1].currency).encode() if more else None
+        return PlayerRounds(player_id=player_id, rounds=rows, next_cursor=last)
+
+    @app.get(
+        "/v1/rounds/{table_id}/{round_id}",
+        response_model=RoundRecall,
+        responses=errors,
+        summary="A round as recorded in the ledger",
+    )
+    async def get_round(viewer: ApiViewer, table_id: str, round_id: str) -> Any:
+        return _json(await visible_round(viewer, table_id, round_id))
+
+    @app.get(
+        "/v1/players/{player_id}/rounds",
+        response_model=PlayerRounds,
+        responses={**errors, 400: {"model": Problem}},
+        summary="A player's rounds, newest first",
+    )
+    async def get_player_rounds(
+        viewer: ApiViewer,
+        player_id: str,
+        limit: Limit = DEFAULT_PAGE,
+        cursor: CursorText = None,
+    ) -> Any:
+        return _json(await player_page(viewer, player_id, limit, cursor))
+
+    @app.get(
+        "/v1/tables/{table_id}/rounds",
+        response_model=TableRounds,
+        responses={**errors, 400: {"model": Problem}},
+        summary="A table's rounds, newest first (staff)",
+    )
+    async def get_table_rounds(
+        viewer: ApiViewer, table_id: str, limit: Limit = DEFAULT_PAGE, cursor: CursorText = None
+    ) -> Any:
+        if not viewer.is_staff:
+            raise NotFound
+        before = Cursor.decode(cursor) if cursor else None
+        rows = await store.table_rounds(table_id, limit + 1, before)
+        more = len(rows) > limit
+        rows = rows[:limit]
+        last = Cursor(rows[-1].position).encode() if more else None
+        return _json(TableRounds(table_id=table_id, rounds=rows, next_cursor=last))
+
+    @app.get("/history", response_class=HTMLResponse, include_in_schema=False)
+    async def history_page(
+        request: Request, token: str | None = None, cursor: CursorText = None
+    ) -> Response:
+        viewer = auth.player(token)
+        assert viewer.player_id is not None
+        page = await player_page(viewer, viewer.player_id, DEFAULT_PAGE, cursor)
+        return _page(
+            templates, request, "history.html", 200, title="Game history", page=page, token=token
+        )
+
+    @app.get(
+        "/history/rounds/{table_id}/{round_id}",
+        response_class=HTMLResponse,
+        include_in_schema=False,
+    )
+    async def round_page(
+        request: Request, table_id: str, round_id: str, token: str | None = None
+    ) -> Response:
+        viewer = auth.player(token)
+        shown = await visible_round(viewer, table_id, round_id)
+        title = f"Round {round_id}"
+        return _page(templates, request, "round.html", 200, title=title, round=shown, token=token)
+
+    @app.get("/healthz", response_class=PlainTextResponse, include_in_schema=False)
+    async def healthz() -> str:
+        return "alive\n"
+
+    @app.get("/readyz", response_class=PlainTextResponse, include_in_schema=False)
+    async def readyz() -> Response:
+        ok = await store.ready()
+        text = f"store: {'ok' if ok else 'NOT READY'}\n"
+        return PlainTextResponse(text, 200 if ok else 503)
+
+    return app
+
+
+def openapi_document() -> dict[str, Any]:
+    """The OpenAPI document the application serves at ``/openapi.json``."""
+    from croupier.history.postgres import PostgresHistory
+
+    unused = PostgresHistory("postgresql://openapi.invalid/none")  # never connects
+    document: dict[str, Any] = create_app(unused, Authenticator(b"x" * 32)).openapi()
+    return document
+
+
+def _json(model: Any) -> Response:
+    return Response(
+        model.model_dump_json(), media_type="application/json", headers=_SECURITY_HEADERS
+    )
+
+
+def _page(
+    templates: Jinja2Templates, request: Request, name: str, status: int, **context: Any
+) -> Response:
+    response = templates.TemplateResponse(request, name, context, status_code=status)
+    response.headers.update(_SECURITY_HEADERS)
+    return response
+
+
+def _matches(pattern: str, text: str) -> bool:
+    return re.match(pattern, text) is not None

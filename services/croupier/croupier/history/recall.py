@@ -1,0 +1,387 @@
+"""Round recall: a round read back from its own ledger stream, as each viewer may see it.
+
+:func:`recall` folds the recorded facts of ``round:<table>:<round>`` into one
+:class:`~croupier.history.models.RoundRecall`; :func:`for_viewer` cuts it down to what the
+viewer may see. Nothing here reads anything but the facts handed in, so what a dispute is
+answered with is exactly what the ledger holds (``croupier verify`` vouches for the chain).
+
+Who sees what:
+- a player: only a round they have a wager in; only their own wagers, decisions, results
+  and boxes (the dealer, the board and the burns are everyone's); no other player's id or
+  amount, so no postings and no jackpot meter (its contributions sum other players'
+  stakes), no rejected or held events, no hashes;
+- staff: everything accepted; the grant ``rejections`` adds held and rejected events with
+  their reasons, the grant ``hashes`` adds every fact's position hashes and how to check
+  them with ``croupier verify``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from croupier.history.models import (
+    Box,
+    Cards,
+    Decision,
+    MeterMovement,
+    PayTableRef,
+    Posting,
+    Result,
+    RoundRecall,
+    Timeline,
+    Total,
+    Verification,
+    Wager,
+)
+from croupier.history.viewer import Grant, Viewer
+from croupier.ledger import RecordedEvent
+from croupier.round import ACCEPTED, HELD, REJECTED, SETTLED, VOIDED
+from holdem import PayTableError, Spot, load_paytable
+
+#: A round's stream holds at most this many facts that recall will fold (a limit on work).
+MAX_FACTS: Final = 100_000
+
+_OUTCOME_WORDS: Final = {
+    "win": "won",
+    "lose": "lost",
+    "push": "push, stake returned",
+    "fold": "folded, stake lost",
+    "refund": "refunded",
+}
+_LINE_WORDS: Final = {
+    "win": "beats the dealer's hand",
+    "dealer_does_not_qualify": "the dealer does not qualify",
+    "below_straight": "below a straight",
+}
+_SPOT_WORDS: Final = {
+    "ante": "Ante",
+    "aa_bonus": "AA Bonus",
+    "jackpot": "Jackpot",
+    "plus": "Plus",
+    "call": "Call",
+    "flop_bet": "Flop bet",
+    "turn_bet": "Turn bet",
+}
+
+
+def recall(table_id: str, round_id: str, facts: Sequence[RecordedEvent]) -> RoundRecall | None:
+    """The whole round as recorded (``None`` when the stream is empty)."""
+    if not facts:
+        return None
+    assert len(facts) <= MAX_FACTS, f"round stream of {len(facts)} facts is over the limit"
+    fold = _Fold(table_id, round_id)
+    for fact in facts:
+        assert fact.stream == f"round:{table_id}:{round_id}", "a fact of another stream"
+        fold.add(fact)
+    return fold.finish(facts)
+
+
+def participants(round_: RoundRecall) -> set[str]:
+    """Every player with a wager in the round."""
+    return {w.player_id for w in round_.wagers if w.player_id is not None}
+
+
+def for_viewer(round_: RoundRecall, viewer: Viewer) -> RoundRecall | None:
+    """What ``viewer`` may see of the round; ``None`` when they may not see it at all."""
+    if viewer.player_id is None:
+        return _for_staff(round_, viewer.grants)
+    if viewer.player_id not in participants(round_):
+        return None
+    me = viewer.player_id
+    mine = {w.bet_id for w in round_.wagers if w.player_id == me}
+    antes = {w.bet_id for w in round_.wagers if w.player_id == me and w.spot == "ante"}
+    boxes = {w.box for w in round_.wagers if w.player_id == me}
+    return round_.model_copy(
+        update={
+            "wagers": [w for w in round_.wagers if w.bet_id in mine],
+            "decisions": [d for d in round_.decisions if d.ante_bet_id in antes],
+            "results": [r for r in round_.results if r.bet_id in mine],
+            "totals": [t for t in round_.totals if t.player_id == me],
+            "cards": round_.cards.model_copy(
+                update={"boxes": [b for b in round_.cards.boxes if b.box in boxes]}
+            ),
+            "jackpot": [],
+            "postings": [],
+            "timeline": [
+                t.model_copy(update={"hash": None, "prev_hash": None})
+                for t in round_.timeline
+                if t.fact in (ACCEPTED, SETTLED, VOIDED) and _visible(t, me, mine)
+            ],
+            "verification": None,
+        }
+    )
+
+
+def _visible(entry: Timeline, me: str, mine: set[str]) -> bool:
+    if entry.player_id is not None and entry.player_id != me:
+        return False
+    return entry.bet_id is None or entry.bet_id in mine
+
+
+def _for_staff(round_: RoundRecall, grants: frozenset[Grant]) -> RoundRecall:
+    timeline = round_.timeline
+    if Grant.REJECTIONS not in grants:
+        timeline = [t for t in timeline if t.fact not in (HELD, REJECTED)]
+    if Grant.HASHES not in grants:
+        timeline = [t.model_copy(update={"hash": None, "prev_hash": None}) for t in timeline]
+    update: dict[str, Any] = {"timeline": timeline}
+    if Grant.HASHES not in grants:
+        update["verification"] = None
+    return round_.model_copy(update=update)
+
+
+def why(spot: str, outcome: str, line: str | None, pays: int | None) -> str:
+    """What a result means in words: ``"Ante won: Flush pays 2 to 1"``."""
+    head = f"{_SPOT_WORDS.get(spot, spot)} {_OUTCOME_WORDS.get(outcome, outcome)}"
+    if not line:
+        return head
+    named = _LINE_WORDS.get(line) or line.replace("_", " ").capitalize()
+    if outcome == "win" and pays is not None:
+        comma = "," if line in _LINE_WORDS else ""
+        return f"{head}: {named}{comma} pays {pays} to 1"
+    if outcome == "win" and spot == "jackpot":
+        return f"{head}: {named}, a share of the jackpot meter"
+    return f"{head}: {named}"
+
+
+class _Fold:
+    """Accumulates one round's facts in position order."""
+
+    def __init__(self, table_id: str, round_id: str) -> None:
+        self.table_id = table_id
+        self.round_id = round_id
+        self.game: str | None = None
+        self.paytable: PayTableRef | None = None
+        self.status = "open"
+        self.opened_at: str | None = None
+        self.closed_at: str | None = None
+        self.closed_position: int | None = None
+        self.void_reason: str | None = None
+        self.wagers: list[Wager] = []
+        self.decisions: list[Decision] = []
+        self.hole: dict[str, list[str]] = {}
+        self.dealer: list[str] = []
+        self.board: list[str] = []
+        self.burns: list[str] = []
+        self.hands: dict[str, str] = {}
+        self.results: list[Result] = []
+        self.jackpot: list[MeterMovement] = []
+        self.postings: list[Posting] = []
+        self.timeline: list[Timeline] = []
+
+    def add(self, fact: RecordedEvent) -> None:
+        event: Mapping[str, Any] = fact.data.get("event") or {}
+        entry = Timeline(
+            position=fact.position,
+            version=fact.version,
+            fact=fact.type,
+            event_type=event.get("event_type"),
+            seq=event.get("seq"),
+            occurred_at=event.get("occurred_at"),
+            recorded_at=fact.recorded_at.isoformat(),
+            summary="",
+            code=fact.data.get("code"),
+            reason=fact.data.get("reason"),
+            hash=fact.hash,
+            prev_hash=fact.prev_hash,
+        )
+        if fact.type == ACCEPTED:
+            entry = self._accept(event, fact, entry)
+        elif fact.type in (SETTLED, VOIDED):
+            entry = self._close(event, fact, entry)
+        else:
+            entry = entry.model_copy(update={"summary": _event_summary(event)})
+        self.timeline.append(entry)
+
+    def _accept(self, event: Mapping[str, Any], fact: RecordedEvent, entry: Timeline) -> Timeline:
+        kind, payload = event.get("event_type"), event.get("payload") or {}
+        if kind == "round.opened":
+            self.game = payload["game"]
+            self.paytable = PayTableRef.model_validate(fact.data["paytable"])
+            self.opened_at = event["occurred_at"]
+        elif kind == "bet.placed":
+            wager = Wager(**{k: payload[k] for k in Wager.placed_fields()}, placed_by="bet")
+            self.wagers.append(wager)
+            return _about(entry, f"{wager.spot} {wager.amount}", wager.player_id, wager.bet_id)
+        elif kind == "cards.dealt":
+            self._deal(payload)
+        elif kind == "decision.made":
+            return self._decide(payload, entry)
+        return entry.model_copy(update={"summary": _event_summary(event)})
+
+    def _deal(self, payload: Mapping[str, Any]) -> None:
+        target, cards = payload["target"], list(payload["cards"])
+        if target == "player":
+            self.hole.setdefault(payload["box"], []).extend(cards)
+        elif target == "dealer":
+            self.dealer += cards
+        elif target == "board":
+            self.board += cards
+        else:
+            self.burns += cards
+
+    def _decide(self, payload: Mapping[str, Any], entry: Timeline) -> Timeline:
+        ante = next((w for w in self.wagers if w.bet_id == payload["ante_bet_id"]), None)
+        assert ante is not None, "an accepted decision names an accepted ante"
+        decision = Decision(
+            ante_bet_id=ante.bet_id,
+            player_id=ante.player_id,
+            box=ante.box,
+            stage=payload["stage"],
+            action=payload["action"],
+            bet_id=payload.get("bet_id"),
+            amount=payload.get("amount"),
+        )
+        self.decisions.append(decision)
+        if decision.bet_id is not None and decision.amount is not None:
+            spot = _PLAY_SPOTS.get((decision.stage, decision.action), decision.action)
+            self.wagers.append(
+                Wager(
+                    bet_id=decision.bet_id,
+                    player_id=ante.player_id,
+                    box=ante.box,
+                    spot=spot,
+                    amount=decision.amount,
+                    currency=ante.currency,
+                    placed_by="decision",
+                )
+            )
+        summary = f"{decision.stage} {decision.action}"
+        if decision.amount is not None:
+            summary += f" {decision.amount}"
+        return _about(entry, summary, ante.player_id, ante.bet_id)
+
+    def _close(self, event: Mapping[str, Any], fact: RecordedEvent, entry: Timeline) -> Timeline:
+        data = fact.data
+        self.status = "settled" if fact.type == SETTLED else "voided"
+        self.closed_at = event.get("occurred_at")
+        self.closed_position = fact.position
+        self.paytable = self.paytable or PayTableRef.model_validate(data["paytable"])
+        self.hands = dict(data.get("hands") or {})
+        self.void_reason = data.get("reason") if fact.type == VOIDED else None
+        pays = _pay_lookup(self.paytable)
+        self.results = [
+            Result(
+                bet_id=r["bet_id"],
+                player_id=r["player_id"],
+                box=r["box"],
+                spot=r["spot"],
+                stake=r["stake"],
+                returned=r["returned"],
+                net=r["returned"] - r["stake"],
+                outcome=r["outcome"],
+                line=r.get("line"),
+                currency=r["currency"],
+                why=why(r["spot"], r["outcome"], r.get("line"), pays(r["spot"], r.get("line"))),
+            )
+            for r in data["results"]
+        ]
+        self.jackpot = [MeterMovement.model_validate(m) for m in data.get("jackpot") or []]
+        self.postings = [Posting.model_validate(p) for p in data.get("postings") or []]
+        summary = "round settled" if fact.type == SETTLED else f"round voided: {self.void_reason}"
+        return entry.model_copy(update={"summary": summary})
+
+    def finish(self, facts: Sequence[RecordedEvent]) -> RoundRecall:
+        boxes = sorted(self.hole.items(), key=lambda item: _box_order(item[0]))
+        return RoundRecall(
+            table_id=self.table_id,
+            round_id=self.round_id,
+            game=self.game,
+            paytable=self.paytable,
+            status=self.status,
+            opened_at=self.opened_at,
+            closed_at=self.closed_at,
+            closed_position=self.closed_position,
+            void_reason=self.void_reason,
+            cards=Cards(
+                dealer=self.dealer,
+                dealer_hand=self.hands.get("dealer"),
+                board=self.board,
+                burns=self.burns,
+                boxes=[Box(box=b, cards=c, hand=self.hands.get(b)) for b, c in boxes],
+            ),
+            wagers=self.wagers,
+            decisions=self.decisions,
+            results=self.results,
+            totals=_totals(self.results),
+            jackpot=self.jackpot,
+            postings=self.postings,
+            timeline=self.timeline,
+            verification=_verification(self.table_id, self.round_id, facts),
+        )
+
+
+_PLAY_SPOTS: Final = {
+    ("flop", "call"): str(Spot.CALL),
+    ("preflop", "call"): str(Spot.CALL),
+    ("flop", "bet"): str(Spot.FLOP_BET),
+    ("turn", "bet"): str(Spot.TURN_BET),
+}
+
+
+def _about(entry: Timeline, summary: str, player_id: str, bet_id: str) -> Timeline:
+    return entry.model_copy(update={"summary": summary, "player_id": player_id, "bet_id": bet_id})
+
+
+def _event_summary(event: Mapping[str, Any]) -> str:
+    kind, payload = event.get("event_type"), event.get("payload") or {}
+    if kind == "round.opened":
+        return f"round opened: {payload.get('game')}, pay table {payload.get('paytable')}"
+    if kind == "cards.dealt":
+        where = f"box {payload.get('box')}" if payload.get("target") == "player" else ""
+        return f"{payload.get('target')} {where} {' '.join(payload.get('cards') or [])}".replace(
+            "  ", " "
+        )
+    if kind == "round.completed":
+        return "round completed"
+    if kind == "round.voided":
+        return f"round voided: {payload.get('reason')}"
+    return str(kind or "event")
+
+
+def _box_order(box: str) -> tuple[int, str]:
+    return (int(box), box) if box.isdigit() else (10**9, box)
+
+
+def _pay_lookup(ref: PayTableRef | None) -> Any:
+    table = None
+    if ref is not None:
+        try:
+            table = load_paytable(ref.id, ref.version)
+        except PayTableError:
+            table = None
+
+    def pays(spot: str, line: str | None) -> int | None:
+        if table is None or not line or spot not in Spot.__members__.values():
+            return None
+        return table.pays(Spot(spot), line)
+
+    return pays
+
+
+def _totals(results: Sequence[Result]) -> list[Total]:
+    sums: dict[tuple[str, str], tuple[int, int]] = {}
+    for r in results:
+        stake, returned = sums.get((r.player_id, r.currency), (0, 0))
+        sums[(r.player_id, r.currency)] = (stake + r.stake, returned + r.returned)
+    return [
+        Total(player_id=p, currency=c, stake=s, returned=r, net=r - s)
+        for (p, c), (s, r) in sorted(sums.items())
+    ]
+
+
+def _verification(table_id: str, round_id: str, facts: Sequence[RecordedEvent]) -> Verification:
+    last = facts[-1]
+    return Verification(
+        stream=f"round:{table_id}:{round_id}",
+        positions=[f.position for f in facts],
+        head_position=last.position,
+        head_hash=last.hash,
+        how=(
+            "Each fact's hash is sha256(prev_hash + canonical row). Run "
+            f"`croupier verify --anchor {last.position}:{last.hash}` against the ledger: it "
+            "walks the whole chain and fails if any row up to this one was changed, removed "
+            "or inserted."
+        ),
+    )

@@ -1,0 +1,51 @@
+"""The player's pages, as HTML (the browser tests check what a person sees)."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import Web, player_token
+from history_rounds import TABLE_CH, TABLE_THP
+
+pytestmark = pytest.mark.integration
+
+
+async def test_the_round_page_shows_cards_hands_and_what_was_paid(web: Web) -> None:
+    token = player_token("p1")
+    response = await web.client.get(f"/history/rounds/{TABLE_CH}/r-shared?token={token}")
+
+    assert response.status_code == 200
+    html = response.text
+    assert 'aria-label="Queen of hearts"' in html and 'class="card red"' in html
+    assert "Flush, Queen, Ten, Nine, Seven, Two" in html
+    assert "AA Bonus won: Flush pays 20 to 1" in html
+    assert "21.00 EUR" in html and "+24.00 EUR" in html
+    assert "a2" not in html and "p2" not in html
+    assert response.headers["Referrer-Policy"] == "no-referrer"
+
+
+async def test_the_round_page_of_a_multi_box_round_shows_each_of_the_players_boxes(
+    web: Web,
+) -> None:
+    token = player_token("p1")
+    response = await web.client.get(f"/history/rounds/{TABLE_THP}/r-boxes?token={token}")
+
+    assert response.status_code == 200
+    assert "Royal Flush" in response.text and "(box 3)" in response.text
+    assert "(box 2)" not in response.text
+
+
+@pytest.mark.parametrize(
+    "query", ["", "?token=garbage", f"?token={player_token('p1', expires_in=-5)}"]
+)
+async def test_pages_without_a_valid_token_are_401(web: Web, query: str) -> None:
+    for path in ("/history", f"/history/rounds/{TABLE_CH}/r-shared"):
+        response = await web.client.get(path + query)
+        assert response.status_code == 401
+        assert "<h1>Sign in again</h1>" in response.text
+
+
+async def test_another_players_round_page_is_404(web: Web) -> None:
+    token = player_token("p3")
+    response = await web.client.get(f"/history/rounds/{TABLE_CH}/r-shared?token={token}")
+    assert response.status_code == 404
+    assert "round not found" in response.text
