@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from conftest import Web, player_token
 from history_rounds import TABLE_CH, TABLE_THP
+from history_web import Web, player_token, web_fixture  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.integration
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import Web, player_token
 from history_rounds import TABLE_CH, TABLE_THP
+from history_web import Web, player_token, web_fixture  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.integration
 
@@ -206,7 +206,7 @@ async def test_a_token_signed_with_another_secret_or_none_is_401(web: Web) -> No
 
 async def test_a_token_without_expiry_is_401(web: Web) -> None:
     import jwt
-    from conftest import SECRET
+    from history_web import SECRET
 
     token = jwt.encode({"sub": "p1"}, SECRET, algorithm="HS256")
     response = await web.client.get(SHARED, headers={"Authorization": f"Bearer {token}"})

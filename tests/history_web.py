@@ -1,4 +1,7 @@
-"""A PostgreSQL ledger with the history rounds settled in it, and clients of ``croupier web``."""
+"""A PostgreSQL ledger with the history rounds settled in it, and clients of ``croupier web``.
+
+Test modules import the ``web`` fixture (as ``web_fixture``) from here.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ import httpx
 import jwt
 import pytest
 from history_rounds import boxes_round, settle, shared_round, voided_round
+from integration.conftest import scratch_database
 
 from croupier.history.app import create_app
 from croupier.history.auth import Authenticator, StaffKey, key_digest
@@ -61,10 +65,10 @@ class Web:
         return {"X-Staff-Key": COMPLIANCE_KEY}
 
 
-@pytest.fixture
-async def web(postgres_database: str) -> AsyncIterator[Web]:
-    """The three history rounds settled in PostgreSQL; the app reading them."""
-    async with open_ledger(postgres_database) as ledger:
+@pytest.fixture(name="web", scope="module")
+async def web_fixture() -> AsyncIterator[Web]:
+    """The three history rounds settled in PostgreSQL; the app reading them (per module)."""
+    async with scratch_database() as postgres_database, open_ledger(postgres_database) as ledger:
         await ledger.migrate()
         await settle(ledger, [shared_round(), boxes_round(), voided_round()])
         store = open_store(postgres_database)

@@ -1,0 +1,70 @@
+"""Headless Chromium from Debian, driven by selenium; screenshots under ``artifacts/browser``.
+
+Nothing is downloaded at run time: the browser is /usr/bin/chromium and the driver
+/usr/bin/chromedriver (Debian's ``chromium`` and ``chromium-driver``, which ``.ci/run``
+installs). A missing browser fails the test with the command that fixes it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+
+CHROMIUM = os.environ.get("CROUPIER_TEST_CHROMIUM", "/usr/bin/chromium")
+CHROMEDRIVER = os.environ.get("CROUPIER_TEST_CHROMEDRIVER", "/usr/bin/chromedriver")
+ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts" / "browser"
+FLAGS = (
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-default-apps",
+    "--disable-extensions",
+    "--disable-sync",
+    "--metrics-recording-only",
+    "--no-first-run",
+    "--hide-scrollbars",
+)
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[webdriver.Chrome]:
+    """One headless Chromium for the session, phone-sized (412 x 915)."""
+    for path in (CHROMIUM, CHROMEDRIVER):
+        if not shutil.which(path):
+            pytest.fail(
+                f"{path} not found: install Debian's browser with "
+                "`apt-get install -y chromium chromium-driver` (.ci/run does)",
+                pytrace=False,
+            )
+    os.environ.setdefault("SE_AVOID_STATS", "true")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in FLAGS:
+        options.add_argument(flag)
+    options.add_argument("--window-size=412,915")
+    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(30)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def screenshot(driver: webdriver.Chrome, name: str) -> Path:
+    """Save the whole page as ``artifacts/browser/<name>.png``; returns the path."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    height = driver.execute_script("return document.documentElement.scrollHeight")
+    driver.set_window_size(412, max(915, int(height)))
+    path = ARTIFACTS / f"{name}.png"
+    driver.save_screenshot(str(path))
+    driver.set_window_size(412, 915)
+    return path
