@@ -48,8 +48,8 @@ from aio_pika.abc import AbstractIncomingMessage
 from bench.replay import ADMIN_URL, load_line, postgres_available, scratch_database
 from croupier.bus import FEED_QUEUE, SETTLEMENTS_EXCHANGE, Inbox
 from croupier.bus.amqp import AmqpBus, declare_topology
-from croupier.config import configure_logging
 from croupier.ledger import open_ledger
+from croupier.logs import configure_logging
 from croupier.round import stream_name
 from croupier.service import Service
 from studio import StudioConfig, TableSpec, every_paytable, simulate

@@ -1,60 +1,122 @@
-"""Configuration from the environment (12-factor), with working local defaults."""
+"""Configuration: ``CROUPIER_*`` environment variables (or a ``.env`` file in the working
+directory), validated once at start.
+
+========================  ==============================================  ==============
+variable                  what                                            default
+========================  ==============================================  ==============
+CROUPIER_DATABASE_URL     the ledger (every command's ``--ledger``)       local PostgreSQL
+CROUPIER_AMQP_URL         the broker                                      local RabbitMQ
+CROUPIER_HTTP_PORT        ``/metrics``, ``/healthz``, ``/readyz``         9464
+CROUPIER_LOG_LEVEL        DEBUG, INFO, WARNING, ERROR or CRITICAL         INFO (serve),
+                                                                          WARNING (others)
+CROUPIER_MAX_BATCH        feed messages per ledger transaction (serve)    1000
+========================  ==============================================  ==============
+
+The environment wins over ``.env``. An invalid value is a configuration error (exit 2) named
+by its variable, never a traceback.
+"""
 
 from __future__ import annotations
 
-import logging
-import os
-import sys
-from dataclasses import dataclass
-from typing import Final
+from typing import Annotated, Final, Literal
 
-import structlog
+from pydantic import AfterValidator, BeforeValidator, Field, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from croupier.errors import CommandError
+from croupier.urls import check_amqp_url, mask_secrets, parse_ledger_url
 
 DEFAULT_DATABASE_URL: Final = "postgresql://postgres@127.0.0.1:5432/croupier"
 DEFAULT_AMQP_URL: Final = "amqp://guest:guest@127.0.0.1:5672/"
 DEFAULT_HTTP_PORT: Final = 9464
 EMBEDDED_LEDGER_URL: Final = "sqlite:///var/croupier.sqlite"
+MAX_BATCH_LIMIT: Final = 10_000
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
 
-@dataclass(frozen=True)
-class Settings:
-    """Where Croupier finds its ledger and broker, and where it serves HTTP."""
-
-    database_url: str
-    amqp_url: str
-    http_port: int
-    database_configured: bool
-    amqp_configured: bool
-
-    @classmethod
-    def from_env(cls) -> Settings:
-        """Read ``CROUPIER_DATABASE_URL``, ``CROUPIER_AMQP_URL`` and ``CROUPIER_HTTP_PORT``."""
-        database = os.environ.get("CROUPIER_DATABASE_URL")
-        amqp = os.environ.get("CROUPIER_AMQP_URL")
-        port = os.environ.get("CROUPIER_HTTP_PORT", str(DEFAULT_HTTP_PORT))
-        if not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError(f"CROUPIER_HTTP_PORT must be a TCP port number, got {port!r}")
-        return cls(
-            database_url=database or DEFAULT_DATABASE_URL,
-            amqp_url=amqp or DEFAULT_AMQP_URL,
-            http_port=int(port),
-            database_configured=database is not None,
-            amqp_configured=amqp is not None,
-        )
+def _ledger_url(url: str) -> str:
+    parse_ledger_url(url)
+    return url
 
 
-def configure_logging(level: str | None = None) -> None:
-    """JSON logs on stderr; bind ``table_id``, ``round_id`` and ``event_id`` where known."""
-    name = (level or os.environ.get("CROUPIER_LOG_LEVEL", "INFO")).upper()
-    structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.format_exc_info,
-            structlog.processors.JSONRenderer(),
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(name)),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
-        cache_logger_on_first_use=True,
+def _upper(value: object) -> object:
+    return value.upper() if isinstance(value, str) else value
+
+
+class Settings(BaseSettings):
+    """Where Croupier finds its ledger and broker, where it serves HTTP, how it logs."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="CROUPIER_", env_file=".env", extra="ignore", frozen=True
     )
+
+    database_url: Annotated[str, AfterValidator(_ledger_url)] = Field(
+        DEFAULT_DATABASE_URL, description="the ledger: postgresql://... or sqlite:///FILE"
+    )
+    amqp_url: Annotated[str, AfterValidator(check_amqp_url)] = Field(
+        DEFAULT_AMQP_URL, description="the broker: amqp://USER:PASSWORD@HOST:PORT/VHOST"
+    )
+    http_port: int = Field(
+        DEFAULT_HTTP_PORT, ge=0, le=65535, description="probes and metrics (0: any free port)"
+    )
+    log_level: Annotated[LogLevel | None, BeforeValidator(_upper)] = Field(
+        None, description="DEBUG, INFO, WARNING, ERROR or CRITICAL (serve: INFO, others: WARNING)"
+    )
+    max_batch: int = Field(
+        1000, ge=1, le=MAX_BATCH_LIMIT, description="feed messages per ledger transaction"
+    )
+
+    @property
+    def database_configured(self) -> bool:
+        """Whether the ledger URL was given (environment or ``.env``), not defaulted."""
+        return "database_url" in self.model_fields_set
+
+    @property
+    def amqp_configured(self) -> bool:
+        """Whether the broker URL was given (environment or ``.env``), not defaulted."""
+        return "amqp_url" in self.model_fields_set
+
+
+def load_settings() -> Settings:
+    """Read and validate the settings; a :class:`CommandError` names the bad variable."""
+    try:
+        return Settings()
+    except ValidationError as error:
+        raise CommandError(_explain(error), "fix the environment or .env") from None
+
+
+def _explain(error: ValidationError) -> str:
+    problems = []
+    for problem in error.errors():
+        name = f"CROUPIER_{str(problem['loc'][0]).upper()}" if problem["loc"] else "settings"
+        message = str(problem["msg"]).removeprefix("Value error, ")
+        problems.append(f"{name}={mask_secrets(str(problem['input']))!r}: {message}")
+    return "; ".join(problems)
+
+
+_current: Settings | None = None
+
+
+def settings() -> Settings:
+    """The settings of this process, read on first use (``croupier`` reads them at start)."""
+    global _current
+    if _current is None:
+        _current = load_settings()
+    return _current
+
+
+def use_settings(chosen: Settings | None) -> None:
+    """Make ``chosen`` the settings of this process (None: read them again on next use)."""
+    global _current
+    _current = chosen
+
+
+def help_table() -> str:
+    """Every variable with its default and meaning, for ``croupier --help``."""
+    lines = []
+    for name, field in Settings.model_fields.items():
+        text = f"  CROUPIER_{name.upper():<14} {field.description}"
+        if field.default is not None:
+            text += f" (default {mask_secrets(str(field.default))})"
+        lines.append(text)
+    return "\n".join(lines)

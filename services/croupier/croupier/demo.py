@@ -25,10 +25,11 @@ from aio_pika.abc import AbstractIncomingMessage
 
 from croupier.bus import FEED_QUEUE, SETTLEMENTS_EXCHANGE, Bus, Outgoing
 from croupier.bus.memory import MemoryBus
-from croupier.config import EMBEDDED_LEDGER_URL, Settings
+from croupier.config import EMBEDDED_LEDGER_URL, Settings, settings
 from croupier.ledger import Ledger, open_ledger
 from croupier.round import SETTLED, VOIDED
 from croupier.service import Service
+from croupier.urls import mask_url
 from holdem import load_paytable
 from studio.config import Faults, StudioConfig, parse_table_specs
 from studio.feed import simulate
@@ -93,9 +94,9 @@ def reachable(url: str, default_port: int) -> bool:
 
 async def run_demo(rounds: int, seed: int | None, say: Say, *, embedded: bool = False) -> int:
     """Play ``rounds`` rounds through the service; print progress and a summary."""
-    settings = Settings.from_env()
-    live = not embedded and _live_available(settings)
-    if not live and (settings.database_configured or settings.amqp_configured) and not embedded:
+    chosen = settings()
+    live = not embedded and _live_available(chosen)
+    if not live and (chosen.database_configured or chosen.amqp_configured) and not embedded:
         say("CROUPIER_DATABASE_URL / CROUPIER_AMQP_URL are set but not reachable; stopping.")
         return 1
     run_id = secrets.token_hex(3)
@@ -107,16 +108,16 @@ async def run_demo(rounds: int, seed: int | None, say: Say, *, embedded: bool = 
         side_bet_rate=0.3,
         faults=Faults(void=0.01, duplicate_card=0.003, redelivery=0.01, wrong_call=0.003),
     )
-    ledger, bus = await _infrastructure(live, settings, say)
+    ledger, bus = await _infrastructure(live, chosen, say)
     wallet = Wallet(f"demo-{run_id}-")
     async with ledger:
         service = Service(ledger, bus)
         await ledger.migrate()
         start = await ledger.last_position()
-        await service.start(http_port=_free_port(settings.http_port))
+        await service.start(http_port=_free_port(chosen.http_port))
         say(f"metrics on http://127.0.0.1:{service.http_port}/metrics")
         try:
-            await _play(config, bus, settings, wallet, service, say)
+            await _play(config, bus, chosen, wallet, service, say)
         finally:
             await service.stop()
         totals = await _ledger_totals(ledger, start, wallet.tables)
@@ -134,7 +135,7 @@ async def _infrastructure(live: bool, settings: Settings, say: Say) -> tuple[Led
         from croupier.ledger.postgres import create_database_if_missing
 
         await create_database_if_missing(settings.database_url)
-        broker, database = _safe(settings.amqp_url), _safe(settings.database_url)
+        broker, database = mask_url(settings.amqp_url), mask_url(settings.database_url)
         say(f"live mode: RabbitMQ at {broker}, PostgreSQL at {database}")
         return open_ledger(settings.database_url), AmqpBus(settings.amqp_url)
     Path(EMBEDDED_LEDGER_URL.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
@@ -144,11 +145,6 @@ async def _infrastructure(live: bool, settings: Settings, say: Say) -> tuple[Led
     say("  (live mode needs RabbitMQ and PostgreSQL: the local ones, or CROUPIER_AMQP_URL")
     say("   and CROUPIER_DATABASE_URL)")
     return open_ledger(EMBEDDED_LEDGER_URL), MemoryBus()
-
-
-def _safe(url: str) -> str:
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.hostname}:{parts.port}{parts.path}"
 
 
 def _free_port(preferred: int) -> int:

@@ -7,7 +7,7 @@ import json
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TextIO
+from typing import Any, TextIO
 
 import structlog
 
@@ -61,6 +61,28 @@ class ReplaySummary:
                 f"hold {wagered - returned:>14,}"
             )
         return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        """The summary for programs (``croupier replay --json``)."""
+        return {
+            "events": self.events,
+            "duplicates": self.duplicates,
+            "rounds": {
+                "settled": self.settled,
+                "voided": self.voided,
+                "read_back": self.read_back,
+                "open": dict(sorted(self.open.items())),
+            },
+            "rejected": dict(self.rejected.most_common()),
+            "currencies": {
+                currency: {
+                    "wagered": self.wagered[currency],
+                    "returned": self.returned[currency],
+                    "hold": self.wagered[currency] - self.returned[currency],
+                }
+                for currency in sorted(self.wagered)
+            },
+        }
 
 
 async def replay(

@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import secrets
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from holdem import paytable_ids
 from studio.config import ConfigError, Faults, StudioConfig, parse_table_specs
 from studio.feed import FeedTally, simulate, write_jsonl
+from studio.message import FeedMessage
 from studio.strategy import STRATEGIES
 
 SIMULATE_HELP = "play simulated studio tables and emit their feed (JSONL file or RabbitMQ)"
@@ -32,7 +34,9 @@ def add_simulate_arguments(parser: argparse.ArgumentParser) -> None:
         "--tables",
         nargs="+",
         metavar="SPEC",
-        help="PAYTABLE[*COUNT][:shared=N|:boxes=N], e.g. classic*2 standard:boxes=7 "
+        help="PAYTABLE[*COUNT][:shared=N|:boxes=N]; PAYTABLE is a pay table id as `croupier "
+        "par` takes it (casino-holdem/classic) or its short name (classic); e.g. "
+        "casino-holdem/classic*2 texas-holdem-plus/standard:boxes=7 "
         "(default: one table per pay table)",
     )
     parser.add_argument("--table-prefix", default="studio", help="table ids: PREFIX-1-classic...")
@@ -98,17 +102,25 @@ def config_from_args(args: argparse.Namespace) -> StudioConfig:
     )
 
 
-def run_simulate(args: argparse.Namespace) -> int:
-    """Run ``simulate``: emit the feed, then print a summary. Returns the exit status."""
+Watch = Callable[[StudioConfig, Iterator[FeedMessage]], Iterator[FeedMessage]]
+
+
+def run_simulate(
+    args: argparse.Namespace, watch: Watch = lambda _config, messages: messages
+) -> int:
+    """Run ``simulate``: emit the feed, then print a summary. Returns the exit status.
+
+    ``watch`` sees the messages on their way out (``croupier simulate`` shows progress).
+    """
     if args.seed is None:
         args.seed = secrets.randbits(32)
     try:
         config = config_from_args(args)
     except ConfigError as error:
-        print(f"studio simulate: {error}", file=sys.stderr)
+        print(f"{args.prog}: {error}", file=sys.stderr)
         return 2
     tally = FeedTally()
-    messages = tally.watch(simulate(config))
+    messages = watch(config, tally.watch(simulate(config)))
     started = time.perf_counter()
     if args.out is not None:
         write_jsonl(messages, args.out)
@@ -119,8 +131,12 @@ def run_simulate(args: argparse.Namespace) -> int:
         asyncio.run(publish(messages, args.amqp, rate=args.rate))
         where = f"exchange studio.feed at {args.amqp}"
     elapsed = time.perf_counter() - started
-    print(tally.report())
     total = tally.total.events
+    if getattr(args, "json", False):
+        summary = {"seed": config.seed, "events": total, "to": where, "seconds": elapsed}
+        print(json.dumps(summary | {"rounds": tally.total.rounds}, indent=1))
+        return 0
+    print(tally.report())
     print(f"seed {config.seed}: {total} events to {where} in {elapsed:.2f}s")
     return 0
 
@@ -131,7 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     simulate_parser = commands.add_parser("simulate", help=SIMULATE_HELP)
     add_simulate_arguments(simulate_parser)
-    simulate_parser.set_defaults(run=run_simulate)
+    simulate_parser.set_defaults(run=run_simulate, prog="studio simulate")
     return parser
 
 

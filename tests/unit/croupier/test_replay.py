@@ -714,4 +714,4 @@ def test_the_replay_command_refuses_a_missing_feed(
         str(tmp_path / "r"),
     ]
     assert main([*args, "--ledger", f"sqlite:///{tmp_path / 'l.db'}"]) == 2
-    assert "no such feed file" in capsys.readouterr().err
+    assert "argument feed: no such file" in capsys.readouterr().err

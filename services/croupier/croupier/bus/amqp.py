@@ -44,6 +44,7 @@ from croupier.bus import (
     Outgoing,
     Unroutable,
 )
+from croupier.urls import mask_url
 
 log = structlog.get_logger("croupier.bus")
 JSON: Final = "application/json"
@@ -209,7 +210,7 @@ class AmqpBus(Bus):
         try:
             self._connection = await aio_pika.connect_robust(self.url)
         except (OSError, aiormq.exceptions.AMQPError) as error:
-            raise BusError(f"cannot reach RabbitMQ at {self.url}: {error}") from error
+            raise BusError(f"cannot reach RabbitMQ at {mask_url(self.url)}: {error}") from error
         self._connection.reconnect_callbacks.add(self._on_reconnect)
         consume_channel = await self._connection.channel()
         await consume_channel.set_qos(prefetch_count=self.prefetch)

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from croupier.console import add_json_argument, print_json
 from croupier.schemas import check_schemas, write_schemas
 
 
@@ -19,6 +20,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument(
         "--check", action="store_true", help="write nothing; exit 1 if any file is out of date"
     )
+    add_json_argument(parser)
     parser.set_defaults(run=run)
 
 
@@ -27,11 +29,18 @@ def run(args: argparse.Namespace) -> int:
     out: Path = args.out
     if args.check:
         stale = check_schemas(out)
+        if args.json:
+            print_json({"stale": [str(out / line) for line in stale]})
+            return 1 if stale else 0
         for line in stale:
             print(f"out of date: {out / line}", file=sys.stderr)
         if stale:
             print("run `make contracts` and commit the result", file=sys.stderr)
         return 1 if stale else 0
-    for path in write_schemas(out):
-        print(path)
+    written = write_schemas(out)
+    if args.json:
+        print_json({"written": [str(path) for path in written]})
+    else:
+        for path in written:
+            print(path)
     return 0

@@ -6,7 +6,6 @@ import argparse
 import asyncio
 from typing import Any
 
-from croupier.config import configure_logging
 from croupier.demo import run_demo
 
 
@@ -33,5 +32,4 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the demo."""
-    configure_logging("WARNING")
     return asyncio.run(run_demo(args.rounds, args.seed, print, embedded=args.embedded))

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from fractions import Fraction
 from typing import Any
 
+from croupier.console import add_json_argument, paytable_id, print_json
+from croupier.errors import CommandError
 from holdem.cards import CardError, card_text
 from holdem.evaluator import Category
 from holdem.odds.par import ParDataError, texas_holdem_plus_preflop
@@ -32,13 +32,20 @@ def register(subparsers: Any) -> None:
             "with --flop and --turn (turn; --flop-bet if a flop bet was made)."
         ),
     )
-    parser.add_argument("--paytable", required=True, help="pay table id")
-    parser.add_argument("--version", type=int, help="pay table version (default: newest)")
+    parser.add_argument(
+        "--paytable",
+        required=True,
+        type=paytable_id,
+        help="pay table id, e.g. casino-holdem/classic",
+    )
+    parser.add_argument(
+        "--paytable-version", dest="version", type=int, help="pay table version (default: newest)"
+    )
     parser.add_argument("--player", required=True, help="hole cards, e.g. AsKd")
     parser.add_argument("--flop", help="flop cards, e.g. Qh7c2s")
     parser.add_argument("--turn", help="turn card (Texas Hold'em Plus)")
     parser.add_argument("--flop-bet", action="store_true", help="a flop bet was made")
-    parser.add_argument("--json", action="store_true", help="print JSON")
+    add_json_argument(parser)
     parser.set_defaults(run=run)
 
 
@@ -101,16 +108,13 @@ def run(args: argparse.Namespace) -> int:
         table = load_paytable(args.paytable, args.version)
         if table.game is Game.CASINO_HOLDEM:
             if not args.flop or args.turn:
-                print(
-                    "croupier odds: Casino Hold'em decides at the flop: give --flop, no --turn",
-                    file=sys.stderr,
+                raise CommandError(
+                    "Casino Hold'em decides at the flop", "give --flop, and no --turn"
                 )
-                return 2
             doc = _ch(casino_holdem_flop(table, args.player, args.flop))
         elif args.turn:
             if not args.flop:
-                print("croupier odds: --turn needs --flop", file=sys.stderr)
-                return 2
+                raise CommandError("--turn needs --flop", "give the flop too")
             doc = _thp(
                 texas_holdem_plus_turn(table, args.player, args.flop, args.turn, args.flop_bet)
             )
@@ -119,8 +123,10 @@ def run(args: argparse.Namespace) -> int:
         else:
             doc = _thp(texas_holdem_plus_preflop(table, args.player))
     except (PayTableError, ParDataError, CardError) as error:
-        print(f"croupier odds: {error}", file=sys.stderr)
-        return 1
+        raise CommandError(str(error), "check the cards and the pay table") from None
     doc = {"paytable": table.id, "version": table.version} | doc
-    print(json.dumps(doc, indent=1) if args.json else _text(doc))
+    if args.json:
+        print_json(doc)
+    else:
+        print(_text(doc))
     return 0

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
-import time
 from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from croupier.console import add_json_argument, bounded_int, paytable_id, print_json
+from croupier.errors import CommandError
+from croupier.progress import Progress
 from holdem.odds.par import (
     ParDataError,
     compute_par,
@@ -40,9 +40,13 @@ def register(subparsers: Any) -> None:
         help="print a pay table's PAR sheet (exact RTP, house edge, outcome table)",
         description="Print the stored PAR sheet of a pay table, or recompute and store them.",
     )
-    parser.add_argument("paytable", nargs="?", help="pay table id, e.g. casino-holdem/classic")
-    parser.add_argument("--version", type=int, help="pay table version (default: newest)")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument(
+        "paytable", nargs="?", type=paytable_id, help="pay table id, e.g. casino-holdem/classic"
+    )
+    parser.add_argument(
+        "--paytable-version", dest="version", type=int, help="pay table version (default: newest)"
+    )
+    add_json_argument(parser)
     parser.add_argument("--all", action="store_true", help="every pay table")
     parser.add_argument(
         "--write",
@@ -55,7 +59,11 @@ def register(subparsers: Any) -> None:
         type=int,
         help="jackpot meter before the round, in minor units (default: the pay table's seed)",
     )
-    parser.add_argument("--processes", type=int, default=None, help="worker processes")
+    parser.add_argument(
+        "--processes",
+        type=bounded_int(1, 256),
+        help="worker processes for --write (default: up to 2, one per core)",
+    )
     parser.set_defaults(run=run)
 
 
@@ -65,16 +73,14 @@ def _write(tables: list[PayTable], args: argparse.Namespace) -> None:
         chosen = [t for t in tables if t.game is game]
         if not chosen:
             continue
-        started = time.perf_counter()
+        with Progress(f"par {game}", "flops") as meter:
 
-        def progress(done: int, total: int, game: Game = game) -> None:
-            if done % 100 == 0 or done == total:
-                print(f"  {game}: {done}/{total} flops", file=sys.stderr, flush=True)
+            def progress(done: int, total: int, meter: Progress = meter) -> None:
+                meter.total = total
+                meter.advance(done - meter.done)
 
-        sheets = compute_par(chosen, processes=args.processes, progress=progress)
-        elapsed = time.perf_counter() - started
-        ids = ", ".join(t.id for t in chosen)
-        print(f"{game}: computed {ids} in {elapsed:.1f} s", flush=True)
+            sheets = compute_par(chosen, processes=args.processes, progress=progress)
+        print(f"{game}: computed {', '.join(t.id for t in chosen)}", flush=True)
         for table, sheet in zip(chosen, sheets, strict=True):
             (par_directory() / par_file_name(table)).write_text(dump_par(sheet), encoding="utf-8")
             name = table.id.replace("/", "--") + ".md"
@@ -100,18 +106,21 @@ def run(args: argparse.Namespace) -> int:
         elif args.paytable:
             tables = [load_paytable(args.paytable, args.version)]
         else:
-            print("croupier par: name a pay table, or --all", file=sys.stderr)
-            return 2
+            raise CommandError(
+                "no pay table named", "name one (e.g. casino-holdem/classic) or --all"
+            )
         if args.write:
             _write(tables, args)
             return 0
         sheets = [_at_meter(load_par(t), t, args.meter) for t in tables]
     except (PayTableError, ParDataError) as error:
-        print(f"croupier par: {error}", file=sys.stderr)
-        return 1
+        raise CommandError(
+            str(error),
+            "check the pay table and --paytable-version; `make par` recomputes the sheets",
+        ) from None
     if args.json:
         docs = [sheet.to_json() | {"figures": par_figures(sheet)} for sheet in sheets]
-        print(json.dumps(docs if args.all else docs[0], indent=1))
+        print_json(docs if args.all else docs[0])
     else:
         for sheet in sheets:
             print(render_text(par_tables(sheet), par_heading(sheet)))

@@ -9,8 +9,8 @@ import sys
 import time
 from typing import Any
 
-from croupier.commands.verify import ledger_url_argument
-from croupier.ledger import LedgerError, open_ledger
+from croupier.console import add_ledger_argument, bounded_int, ledger_at, ledger_of
+from croupier.ledger import LedgerError
 from croupier.projection import ProjectionError, open_store
 from croupier.projection.projector import DEFAULT_BATCH, Progress, Projector
 from croupier.projection.registry import load_projections
@@ -26,7 +26,7 @@ def register(subparsers: Any) -> None:
             "batch by batch, each batch and its checkpoint in one transaction."
         ),
     )
-    ledger_url_argument(parser)
+    add_ledger_argument(parser)
     parser.add_argument(
         "--rebuild", action="store_true", help="empty the read models and project from zero"
     )
@@ -37,7 +37,10 @@ def register(subparsers: Any) -> None:
         "--only", action="append", default=[], metavar="NAME", help="only this projection"
     )
     parser.add_argument(
-        "--batch", type=int, default=DEFAULT_BATCH, help="ledger events per transaction"
+        "--batch",
+        type=bounded_int(1, 100_000),
+        default=DEFAULT_BATCH,
+        help="ledger events per transaction",
     )
     parser.set_defaults(run=run)
 
@@ -53,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
 
 async def _project(args: argparse.Namespace) -> int:
     projections = load_projections(args.only)
-    async with open_ledger(args.ledger) as ledger:
+    async with ledger_at(ledger_of(args)) as ledger:
         projector = Projector(ledger, open_store(ledger), projections, batch=args.batch)
         created = await projector.setup()
         if created:

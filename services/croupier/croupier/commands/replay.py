@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 from pathlib import Path
 from typing import Any
 
-from croupier.config import EMBEDDED_LEDGER_URL, configure_logging
-from croupier.ledger import open_ledger
+from croupier.console import (
+    add_json_argument,
+    add_ledger_argument,
+    input_file,
+    ledger_at,
+    ledger_of,
+    output_file,
+    print_json,
+)
+from croupier.progress import Progress
 from croupier.replay import ReplaySummary, replay
 
 
@@ -20,32 +27,39 @@ def register(subparsers: Any) -> None:
         help="settle a recorded feed (JSONL) and write results and rejections",
         description=__doc__,
     )
-    parser.add_argument("feed", type=Path, help="recorded feed, one JSON event per line")
-    parser.add_argument("--out", type=Path, required=True, help="settlement results (JSONL)")
-    parser.add_argument("--rejections", type=Path, required=True, help="rejected events (JSONL)")
+    parser.add_argument("feed", type=input_file, help="recorded feed, one JSON event per line")
+    parser.add_argument("--out", type=output_file, required=True, help="settlement results (JSONL)")
     parser.add_argument(
-        "--ledger",
-        default=EMBEDDED_LEDGER_URL,
-        help=f"ledger URL: sqlite:///FILE or postgresql://... (default {EMBEDDED_LEDGER_URL})",
+        "--rejections", type=output_file, required=True, help="rejected events (JSONL)"
     )
+    add_ledger_argument(parser)
+    add_json_argument(parser)
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Replay the feed and print the summary."""
-    configure_logging("WARNING")
-    if not args.feed.is_file():
-        print(f"croupier replay: no such feed file: {args.feed}", file=sys.stderr)
-        return 2
-    summary = asyncio.run(_replay(args.feed, args.ledger, args.out, args.rejections))
-    print(summary.render())
+    """Replay the feed and print the summary (rounds left open are listed in it)."""
+    summary = asyncio.run(_replay(args.feed, ledger_of(args), args.out, args.rejections))
+    if args.json:
+        print_json(summary.to_json())
+    else:
+        print(summary.render())
     return 0
 
 
 async def _replay(feed: Path, url: str, out: Path, rejected: Path) -> ReplaySummary:
-    if url.startswith("sqlite:///") and not url.endswith(":memory:"):
-        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-    async with open_ledger(url) as ledger:
+    total = _count_lines(feed)
+    async with ledger_at(url, create=True) as ledger:
         await ledger.migrate()
-        with feed.open("rb") as lines, out.open("w") as results, rejected.open("w") as rejections:
-            return await replay(lines, ledger, results, rejections)
+        with (
+            feed.open("rb") as lines,
+            out.open("w") as results,
+            rejected.open("w") as rejections,
+            Progress("replay", "events", total) as progress,
+        ):
+            return await replay(progress.track(lines), ledger, results, rejections)
+
+
+def _count_lines(feed: Path, chunk: int = 1 << 20) -> int:
+    with feed.open("rb") as stream:
+        return sum(block.count(b"\n") for block in iter(lambda: stream.read(chunk), b""))

@@ -7,7 +7,9 @@ import asyncio
 from typing import Any
 
 from croupier.bus.amqp import AmqpBus
-from croupier.config import Settings, configure_logging
+from croupier.config import MAX_BATCH_LIMIT, Settings, settings
+from croupier.console import bounded_int
+from croupier.errors import reaching
 from croupier.ledger import open_ledger
 from croupier.ledger.postgres import create_database_if_missing
 from croupier.service import Service
@@ -18,16 +20,23 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "serve",
         help="consume the studio feed, settle into the ledger, publish results",
-        description="Configured by CROUPIER_DATABASE_URL, CROUPIER_AMQP_URL, CROUPIER_HTTP_PORT.",
+        description="Configured by CROUPIER_DATABASE_URL, CROUPIER_AMQP_URL, CROUPIER_HTTP_PORT, "
+        "CROUPIER_LOG_LEVEL and CROUPIER_MAX_BATCH (see `croupier --help`).",
     )
-    parser.add_argument("--max-batch", type=int, default=1000, help="deliveries per transaction")
+    parser.add_argument(
+        "--max-batch",
+        type=bounded_int(1, MAX_BATCH_LIMIT),
+        default=settings().max_batch,
+        help=f"feed messages per ledger transaction, 1..{MAX_BATCH_LIMIT} (CROUPIER_MAX_BATCH)",
+    )
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Serve until signalled."""
-    configure_logging()
-    asyncio.run(_serve(Settings.from_env(), args.max_batch))
+    chosen = settings()
+    with reaching(ledger=chosen.database_url, broker=chosen.amqp_url):
+        asyncio.run(_serve(chosen, args.max_batch))
     return 0
 
 

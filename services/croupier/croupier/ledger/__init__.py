@@ -56,7 +56,7 @@ Outbox
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
@@ -240,12 +240,16 @@ class Ledger(ABC):
         """Raw rows for verification, ``position > after_position`` in position order."""
 
     async def verify(
-        self, page_size: int = 10_000, anchor: tuple[int, str] | None = None
+        self,
+        page_size: int = 10_000,
+        anchor: tuple[int, str] | None = None,
+        progress: Callable[[int], None] | None = None,
     ) -> VerifyReport:
         """Walk the whole hash chain and report every changed, removed or inserted row.
 
         ``anchor``: a (position, hash) kept outside the database, e.g. an earlier report's
         head; the chain must still hold it, which also catches rows cut from the end.
+        ``progress`` is called with the number of rows of each page walked.
         """
         verifier = ChainVerifier(anchor=anchor)
         after = -(2**63)  # rows forged at positions <= 0 must be seen too
@@ -253,6 +257,8 @@ class Ledger(ABC):
             for row in page:
                 verifier.feed(row)
             after = page[-1].position
+            if progress is not None:
+                progress(len(page))
         return verifier.finish()
 
     async def __aenter__(self) -> Ledger:

@@ -148,6 +148,17 @@ class VerifyReport:
         ]
         return f"ledger chain BROKEN: {'; '.join(parts)} ({head})"
 
+    def to_json(self) -> dict[str, Any]:
+        """The report for programs (``croupier verify --json``)."""
+        return {
+            "ok": self.ok,
+            "checked": self.checked,
+            "head": {"position": self.head_position, "hash": self.head_hash},
+            "changed": self.changed,
+            "removed": self.removed,
+            "inserted": self.inserted,
+        }
+
     def raise_if_broken(self) -> None:
         """Raise ``LedgerTampered`` unless ``ok``."""
         if not self.ok:

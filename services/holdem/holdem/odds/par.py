@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import signal
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from fractions import Fraction
 from importlib import resources
@@ -353,9 +354,14 @@ def _run(
     if processes <= 1:
         results: Iterable[I64] = map(worker, jobs)
         return _sum(results, len(jobs), progress)
-    with multiprocessing.get_context("fork").Pool(processes) as pool:
+    # Workers ignore Ctrl-C: the parent alone stops, and the pool is terminated with it.
+    with multiprocessing.get_context("fork").Pool(processes, _ignore_interrupts) as pool:
         total = _sum(pool.imap_unordered(worker, jobs, chunksize=4), len(jobs), progress)
     return total
+
+
+def _ignore_interrupts() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _sum(results: Iterator[I64] | Iterable[I64], n: int, progress: Progress | None) -> I64:

@@ -45,5 +45,5 @@ def test_odds_texas_holdem_plus(extra: list[str], capsys: pytest.CaptureFixture[
 
 def test_odds_bad_cards(capsys: pytest.CaptureFixture[str]) -> None:
     args = ["odds", "--paytable", "casino-holdem/classic", "--player", "AsAs", "--flop", "Qh7c2s"]
-    assert main(args) == 1
+    assert main(args) == 2
     assert "only once" in capsys.readouterr().err

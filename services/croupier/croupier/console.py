@@ -1,0 +1,176 @@
+"""What every ``croupier`` command shares: its parser, option types, the ledger option,
+``--json`` output, and opening a ledger with errors an operator can act on.
+
+Usage errors are one line (``croupier replay: ...; see `croupier replay --help```) and exit
+2; help texts show each option's default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, NoReturn
+
+from croupier.config import settings
+from croupier.errors import CommandError, ExitCode, reaching
+from croupier.ledger import Ledger, open_ledger
+from croupier.urls import mask_url, parse_ledger_url
+
+LEDGER_HELP = (
+    "ledger URL: postgresql://USER@HOST:PORT/DATABASE, sqlite:///RELATIVE/FILE or "
+    "sqlite:////ABSOLUTE/FILE (default: CROUPIER_DATABASE_URL, now {current})"
+)
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Descriptions as written; every option that has a default says it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if (
+            "default" in text
+            or default in (None, False, argparse.SUPPRESS)
+            or not action.option_strings
+            or isinstance(action, argparse._StoreConstAction)
+        ):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line, exit 2."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        print(f"{self.prog}: {message}; see `{self.prog} --help`", file=sys.stderr)
+        raise SystemExit(ExitCode.USAGE)
+
+
+def bounded_int(low: int, high: int) -> Callable[[str], int]:
+    """An option type: an integer from ``low`` to ``high``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value} is outside {low}..{high}")
+        return value
+
+    parse.__name__ = "number"
+    return parse
+
+
+def input_file(text: str) -> Path:
+    """An option type: a file that exists and can be read."""
+    path = Path(text)
+    if not path.exists():
+        raise argparse.ArgumentTypeError(f"no such file: {path}")
+    if not path.is_file() or not os.access(path, os.R_OK):
+        raise argparse.ArgumentTypeError(f"{path} is not a readable file")
+    return path
+
+
+def output_file(text: str) -> Path:
+    """An option type: a file that can be written (its folder must exist)."""
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{path} is a directory: name a file in it")
+    existed = path.exists()
+    try:
+        path.open("a").close()
+    except OSError as error:
+        raise argparse.ArgumentTypeError(f"cannot write {path}: {error.strerror}") from None
+    if not existed:
+        path.unlink()
+    return path
+
+
+def ledger_url(text: str) -> str:
+    """An option type: a ledger URL (see :mod:`croupier.urls`)."""
+    try:
+        parse_ledger_url(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text
+
+
+def paytable_id(text: str) -> str:
+    """An option type: a pay table id (``casino-holdem/classic``) or its short name."""
+    from studio.config import ConfigError, resolve_paytable
+
+    try:
+        return resolve_paytable(text)
+    except ConfigError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def add_ledger_argument(parser: argparse.ArgumentParser) -> None:
+    """``--ledger URL``, defaulting to ``CROUPIER_DATABASE_URL`` (see :func:`ledger_of`)."""
+    current = mask_url(settings().database_url)
+    parser.add_argument(
+        "--ledger",
+        type=ledger_url,
+        metavar="URL",
+        help=LEDGER_HELP.format(current=current).replace("%", "%%"),
+    )
+
+
+def ledger_of(args: argparse.Namespace) -> str:
+    """The ledger URL a command was given, or the configured one."""
+    chosen: str | None = args.ledger
+    return chosen or settings().database_url
+
+
+def add_json_argument(parser: argparse.ArgumentParser) -> None:
+    """``--json``: output for programs."""
+    parser.add_argument(
+        "--json", action="store_true", help="print one JSON document (for programs) on stdout"
+    )
+
+
+def print_json(document: Any) -> None:
+    """Print ``document`` as JSON on stdout."""
+    print(json.dumps(document, indent=1, sort_keys=False, default=str))
+
+
+@asynccontextmanager
+async def ledger_at(url: str, *, create: bool = False) -> AsyncIterator[Ledger]:
+    """The ledger at ``url``, opened; failures to reach it become :class:`CommandError`.
+
+    A SQLite file must exist unless ``create`` (then its folder is made as needed).
+    """
+    path = parse_ledger_url(url).path
+    if path is not None and create:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise CommandError(
+                f"cannot create the folder of the SQLite ledger {path}: {error.strerror}",
+                "choose another --ledger",
+            ) from None
+    elif path is not None and not path.is_file():
+        raise CommandError(f"no SQLite ledger at {path}", _missing_file_hint(url))
+    with reaching(ledger=url):
+        async with open_ledger(url) as ledger:
+            yield ledger
+
+
+def _missing_file_hint(url: str) -> str:
+    rest = url.removeprefix("sqlite:///")
+    if not rest.startswith("/") and Path("/" + rest).is_file():
+        return (
+            f"sqlite:/// takes a path relative to the working directory; for /{rest} write "
+            f"sqlite:////{rest} (four slashes)"
+        )
+    return "check --ledger (sqlite:///RELATIVE/FILE or sqlite:////ABSOLUTE/FILE)"
