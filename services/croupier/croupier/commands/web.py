@@ -17,10 +17,11 @@ from urllib.parse import urlsplit, urlunsplit
 
 import uvicorn
 
-from croupier.config import Settings, configure_logging
+from croupier.config import settings
 from croupier.history.app import create_app
 from croupier.history.auth import AuthConfigError, Authenticator, load_authenticator
 from croupier.history.store import HistoryStore, open_store
+from croupier.logs import configure_logging
 
 DEFAULT_WEB_PORT: Final = 8470
 
@@ -44,7 +45,7 @@ class WebSettings:
             os.environ.get("CROUPIER_PLAYER_TOKEN_PUBLIC_KEY"),
             os.environ.get("CROUPIER_STAFF_KEYS"),
         )
-        return cls(Settings.from_env().database_url, int(port), auth)
+        return cls(settings().database_url, int(port), auth)
 
 
 def register(subparsers: Any) -> None:
@@ -56,7 +57,6 @@ def register(subparsers: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--host", default="0.0.0.0", help="address to listen on")
-    parser.add_argument("--debug", action="store_true", help="tracebacks on errors")
     parser.set_defaults(run=run)
 
 
