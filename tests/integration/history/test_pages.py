@@ -49,3 +49,16 @@ async def test_another_players_round_page_is_404(web: Web) -> None:
     response = await web.client.get(f"/history/rounds/{TABLE_CH}/r-shared?token={token}")
     assert response.status_code == 404
     assert "round not found" in response.text
+
+
+async def test_the_history_page_lists_the_players_rounds_and_links_each(web: Web) -> None:
+    token = player_token("p1")
+    response = await web.client.get(f"/history?token={token}")
+
+    assert response.status_code == 200
+    html = response.text
+    assert html.index("round r-void") < html.index("round r-boxes") < html.index("round r-shared")
+    assert f"/history/rounds/{TABLE_THP}/r-boxes?token=" in html
+    assert "+6.00 EUR" in html and "+24.00 EUR" in html and "Refunded" not in html
+    assert "Ante refunded" in html
+    assert "p2" not in html and "p3" not in html

@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from croupier.history.models import PlayerRound, TableRound
-from croupier.history.postgres import player_round, table_round
+from croupier.history.postgres import player_rounds, table_round
 from croupier.history.store import Cursor, HistoryStore
 from croupier.ledger import RecordedEvent
 
@@ -18,17 +18,21 @@ _FACTS = """
     FROM events WHERE stream = ? ORDER BY version
 """
 _PLAYER_ROUNDS = """
-    SELECT table_id, round_id, game, paytable_id, status, closed_at, position, currency,
-           stake, returned, detail
+    SELECT table_id, round_id, game, paytable, status, closed_at, position, currency,
+           stake, returned, wagers
     FROM history_player_rounds
     WHERE player_id = ? AND (position < ? OR (position = ? AND currency < ?))
     ORDER BY position DESC, currency DESC LIMIT ?
 """
 _TABLE_ROUNDS = """
-    SELECT table_id, round_id, game, paytable_id, status, closed_at, opened_position
+    SELECT table_id, round_id, game, paytable, status, closed_at, position
     FROM history_rounds
-    WHERE table_id = ? AND opened_position < ?
-    ORDER BY opened_position DESC LIMIT ?
+    WHERE table_id = ? AND position < ?
+    ORDER BY position DESC LIMIT ?
+"""
+_DECISIONS = """
+    SELECT table_id, round_id, ante_bet_id, stage, action, bet_id, amount
+    FROM history_decisions WHERE table_id = ? AND round_id = ? ORDER BY position
 """
 _NEWEST = (2**63 - 1, "~")
 
@@ -69,7 +73,10 @@ class SqliteHistory(HistoryStore):
     ) -> list[PlayerRound]:
         position, currency = (before.position, before.currency) if before else _NEWEST
         params = (player_id, position, position, currency, limit)
-        return [player_round(r) for r in await self._fetch(_PLAYER_ROUNDS, params)]
+        rows = await self._fetch(_PLAYER_ROUNDS, params)
+        rounds = dict.fromkeys((r["table_id"], r["round_id"]) for r in rows)
+        decided = [d for key in rounds for d in await self._fetch(_DECISIONS, key)]
+        return player_rounds(rows, decided)
 
     async def table_rounds(
         self, table_id: str, limit: int, before: Cursor | None

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from croupier.projection import Projection, ProjectionError
 
-PROJECTIONS = ("croupier.projection.wagers",)
+PROJECTIONS = ("croupier.projection.wagers", "croupier.projection.rounds")
 
 
 def load_projections(names: Sequence[str] = ()) -> list[Projection]:
