@@ -1,5 +1,7 @@
 """Headless Chromium from Debian, driven by selenium; screenshots under ``artifacts/browser``.
 
+Test modules import the ``browser`` fixture (as ``browser_fixture``) from here.
+
 Nothing is downloaded at run time: the browser is /usr/bin/chromium and the driver
 /usr/bin/chromedriver (Debian's ``chromium`` and ``chromium-driver``, which ``.ci/run``
 installs). A missing browser fails the test with the command that fixes it.
@@ -18,7 +20,7 @@ from selenium.webdriver.chrome.service import Service
 
 CHROMIUM = os.environ.get("CROUPIER_TEST_CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("CROUPIER_TEST_CHROMEDRIVER", "/usr/bin/chromedriver")
-ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts" / "browser"
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts" / "browser"
 FLAGS = (
     "--headless=new",
     "--no-sandbox",
@@ -35,8 +37,8 @@ FLAGS = (
 )
 
 
-@pytest.fixture(scope="session")
-def browser() -> Iterator[webdriver.Chrome]:
+@pytest.fixture(name="browser", scope="session")
+def browser_fixture() -> Iterator[webdriver.Chrome]:
     """One headless Chromium for the session, phone-sized (412 x 915)."""
     for path in (CHROMIUM, CHROMEDRIVER):
         if not shutil.which(path):
@@ -50,7 +52,9 @@ def browser() -> Iterator[webdriver.Chrome]:
     options.binary_location = CHROMIUM
     for flag in FLAGS:
         options.add_argument(flag)
-    options.add_argument("--window-size=412,915")
+    options.add_experimental_option(
+        "mobileEmulation", {"deviceMetrics": {"width": 412, "height": 915, "pixelRatio": 1.0}}
+    )
     driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
     driver.set_page_load_timeout(30)
     try:
@@ -60,11 +64,8 @@ def browser() -> Iterator[webdriver.Chrome]:
 
 
 def screenshot(driver: webdriver.Chrome, name: str) -> Path:
-    """Save the whole page as ``artifacts/browser/<name>.png``; returns the path."""
+    """Save what the screen shows as ``artifacts/browser/<name>.png``; returns the path."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    height = driver.execute_script("return document.documentElement.scrollHeight")
-    driver.set_window_size(412, max(915, int(height)))
     path = ARTIFACTS / f"{name}.png"
     driver.save_screenshot(str(path))
-    driver.set_window_size(412, 915)
     return path

@@ -46,7 +46,7 @@ environment (or a .env file in the working directory):
 DEBUG_HELP = "show the traceback of an error"
 
 #: Commands that log at INFO unless CROUPIER_LOG_LEVEL says otherwise; the others at WARNING.
-SERVICES = frozenset({"serve"})
+SERVICES = frozenset({"serve", "web"})
 
 
 def croupier_version() -> str:

@@ -10,6 +10,12 @@ CROUPIER_HTTP_PORT        ``/metrics``, ``/healthz``, ``/readyz``         9464
 CROUPIER_LOG_LEVEL        DEBUG, INFO, WARNING, ERROR or CRITICAL         INFO (serve),
                                                                           WARNING (others)
 CROUPIER_MAX_BATCH        feed messages per ledger transaction (serve)    1000
+CROUPIER_WEB_PORT         ``croupier web``: history API and pages         8470
+CROUPIER_PLAYER_TOKEN_    HS256 secret of players' JWTs (web)             none
+  SECRET
+CROUPIER_PLAYER_TOKEN_    the operator's PEM public key (or a file) for   none
+  PUBLIC_KEY              players' RS256/ES256/EdDSA JWTs (web)
+CROUPIER_STAFF_KEYS       staff keys and roles, JSON text or a file (web) none
 ========================  ==============================================  ==============
 
 The environment wins over ``.env``. An invalid value is a configuration error (exit 2) named
@@ -20,7 +26,7 @@ from __future__ import annotations
 
 from typing import Annotated, Final, Literal
 
-from pydantic import AfterValidator, BeforeValidator, Field, ValidationError
+from pydantic import AfterValidator, BeforeValidator, Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from croupier.errors import CommandError
@@ -29,6 +35,7 @@ from croupier.urls import check_amqp_url, mask_secrets, parse_ledger_url
 DEFAULT_DATABASE_URL: Final = "postgresql://postgres@127.0.0.1:5432/croupier"
 DEFAULT_AMQP_URL: Final = "amqp://guest:guest@127.0.0.1:5672/"
 DEFAULT_HTTP_PORT: Final = 9464
+DEFAULT_WEB_PORT: Final = 8470
 EMBEDDED_LEDGER_URL: Final = "sqlite:///var/croupier.sqlite"
 MAX_BATCH_LIMIT: Final = 10_000
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
@@ -64,6 +71,19 @@ class Settings(BaseSettings):
     )
     max_batch: int = Field(
         1000, ge=1, le=MAX_BATCH_LIMIT, description="feed messages per ledger transaction"
+    )
+
+    web_port: int = Field(
+        DEFAULT_WEB_PORT, ge=0, le=65535, description="croupier web: history API and pages"
+    )
+    player_token_secret: SecretStr | None = Field(
+        None, description="HS256 secret of players' JWTs, at least 32 bytes (web)"
+    )
+    player_token_public_key: str | None = Field(
+        None, description="the operator's PEM public key, or its file, for players' JWTs (web)"
+    )
+    staff_keys: str | None = Field(
+        None, description="staff keys (SHA-256) and roles: JSON text or a file (web)"
     )
 
     @property

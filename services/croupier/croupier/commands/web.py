@@ -9,43 +9,30 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
-from dataclasses import dataclass
-from typing import Any, Final
-from urllib.parse import urlsplit, urlunsplit
+from typing import Any
 
 import uvicorn
 
-from croupier.config import settings
+from croupier.config import Settings, settings
+from croupier.errors import CommandError
 from croupier.history.app import create_app
 from croupier.history.auth import AuthConfigError, Authenticator, load_authenticator
 from croupier.history.store import HistoryStore, open_store
-from croupier.logs import configure_logging
-
-DEFAULT_WEB_PORT: Final = 8470
+from croupier.urls import mask_url
 
 
-@dataclass(frozen=True)
-class WebSettings:
-    """Where ``croupier web`` listens and whom it admits."""
-
-    database_url: str
-    port: int
-    auth: Authenticator
-
-    @classmethod
-    def from_env(cls) -> WebSettings:
-        """Read the environment; raises ``ValueError`` naming what is wrong."""
-        port = os.environ.get("CROUPIER_WEB_PORT", str(DEFAULT_WEB_PORT))
-        if not port.isdigit() or not 0 <= int(port) < 65536:
-            raise ValueError(f"CROUPIER_WEB_PORT must be a TCP port number, got {port!r}")
-        auth = load_authenticator(
-            os.environ.get("CROUPIER_PLAYER_TOKEN_SECRET"),
-            os.environ.get("CROUPIER_PLAYER_TOKEN_PUBLIC_KEY"),
-            os.environ.get("CROUPIER_STAFF_KEYS"),
+def authenticator(chosen: Settings) -> Authenticator:
+    """Whom the service admits, from the settings; a :class:`CommandError` if unusable."""
+    secret = chosen.player_token_secret
+    try:
+        return load_authenticator(
+            secret.get_secret_value() if secret else None,
+            chosen.player_token_public_key,
+            chosen.staff_keys,
         )
-        return cls(settings().database_url, int(port), auth)
+    except AuthConfigError as error:
+        raise CommandError(str(error), "fix the environment or .env") from None
 
 
 def register(subparsers: Any) -> None:
@@ -61,21 +48,15 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Serve until signalled; 2 on a configuration error."""
-    try:
-        settings = WebSettings.from_env()
-    except (ValueError, AuthConfigError) as error:
-        if args.debug:
-            raise
-        print(f"croupier web: {error}", file=sys.stderr)
-        return 2
-    configure_logging()
+    """Serve until signalled."""
+    chosen = settings()
+    auth = authenticator(chosen)
     print(
-        f"croupier web: history on http://{args.host}:{settings.port}/history, "
-        f"reading {masked(settings.database_url)}",
+        f"croupier web: history on http://{args.host}:{chosen.web_port}/history, "
+        f"reading {mask_url(chosen.database_url)}",
         file=sys.stderr,
     )
-    asyncio.run(serve(open_store(settings.database_url), settings.auth, args.host, settings.port))
+    asyncio.run(serve(open_store(chosen.database_url), auth, args.host, chosen.web_port))
     return 0
 
 
@@ -100,12 +81,3 @@ def web_server(store: HistoryStore, auth: Authenticator, host: str, port: int) -
         server_header=False,
     )
     return uvicorn.Server(config)
-
-
-def masked(url: str) -> str:
-    """``url`` with any password replaced by ``***``."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = f"{parts.username}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
