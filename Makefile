@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test test-unit test-integration test-slow bench lint typecheck contracts par services clean
+.PHONY: run test test-unit test-integration test-slow bench bench-history lint typecheck contracts par services clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,10 @@ test-slow: $(STAMP)
 ## bench: throughput figures against the named anchors, measured in the same run
 bench: $(STAMP)
 	$(BIN)/python -m bench
+
+## bench-history: croupier web under 50 clients over 1,000,000 settlement results (built once)
+bench-history: $(STAMP)
+	$(BIN)/python -m bench history
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

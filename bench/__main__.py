@@ -15,6 +15,7 @@ MODULES = (
     "bench.odds",
     "bench.replay",
     "bench.service",
+    "bench.history",
 )
 
 

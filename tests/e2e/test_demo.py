@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 TIMEOUT = 180
@@ -75,3 +76,32 @@ def test_a_configured_broker_that_does_not_answer_stops_the_demo(tmp_path: Path)
     assert "CROUPIER_AMQP_URL are set but not reachable" in done.stdout + done.stderr
     assert "embedded mode" not in done.stdout
     assert not (tmp_path / "var").exists()
+
+
+def test_the_demo_prints_a_players_history_page_that_works_while_it_runs(tmp_path: Path) -> None:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("CROUPIER_")}
+    demo = subprocess.Popen(
+        [sys.executable, "-u", "-m", "croupier.cli", "demo", "--embedded", "--rounds", "150"],
+        cwd=tmp_path,
+        env={**environment, "CROUPIER_WEB_PORT": "0", "CROUPIER_HTTP_PORT": "0"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert demo.stdout is not None
+    try:
+        url, pages = None, []
+        for line in demo.stdout:
+            found = re.search(r"game history of (\S+): (http://\S+/history\?token=\S+)", line)
+            if found:
+                player, url = found[1], found[2]
+            if url and "rounds paid" in line and demo.poll() is None:
+                with urllib.request.urlopen(url, timeout=10) as page:
+                    pages.append((page.status, page.read().decode()))
+        assert demo.wait(TIMEOUT) == 0
+    finally:
+        demo.kill()
+    assert url is not None, "the demo printed no history page"
+    assert pages and all(status == 200 for status, _ in pages)
+    assert any("data-round" in html for _, html in pages), "no round showed while it ran"
+    assert any("round " in html for _, html in pages) and player.startswith("demo-")

@@ -26,6 +26,7 @@ from aio_pika.abc import AbstractIncomingMessage
 from croupier.bus import FEED_QUEUE, SETTLEMENTS_EXCHANGE, Bus, Outgoing
 from croupier.bus.memory import MemoryBus
 from croupier.config import EMBEDDED_LEDGER_URL, Settings, settings
+from croupier.history.site import history_site
 from croupier.ledger import Ledger, open_ledger
 from croupier.round import SETTLED, VOIDED
 from croupier.service import Service
@@ -116,13 +117,26 @@ async def run_demo(rounds: int, seed: int | None, say: Say, *, embedded: bool = 
         start = await ledger.last_position()
         await service.start(http_port=_free_port(chosen.http_port))
         say(f"metrics on http://127.0.0.1:{service.http_port}/metrics")
-        try:
-            await _play(config, bus, chosen, wallet, service, say)
-        finally:
-            await service.stop()
+        url = chosen.database_url if live else EMBEDDED_LEDGER_URL
+        async with history_site(ledger, url, _free_port(chosen.web_port)) as site:
+            player = _a_player(config)
+            say(f"game history of {player}: {site.page_for(player)}")
+            try:
+                await _play(config, bus, chosen, wallet, service, say)
+            finally:
+                await service.stop()
         totals = await _ledger_totals(ledger, start, wallet.tables)
     say(_summary(totals, wallet))
     return 0
+
+
+def _a_player(config: StudioConfig) -> str:
+    """The player of the studio's first bet."""
+    for message in simulate(config):
+        body = json.loads(message.body)
+        if body["event_type"] == "bet.placed":
+            return str(body["payload"]["player_id"])
+    raise AssertionError("a studio that plays rounds places bets")
 
 
 def _live_available(settings: Settings) -> bool:
