@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -62,3 +64,24 @@ async def test_the_last_page_has_no_cursor_and_a_full_walk_covers_every_round(we
         if cursor is None:
             break
     assert walked == total and cursor is None
+
+
+async def test_a_round_settled_a_moment_ago_shows_within_a_second(web: Web) -> None:
+    stop = asyncio.Event()
+    following = asyncio.create_task(web.projector.follow(stop, idle=0.1))
+    try:
+        await settle(web.ledger, [simple_round(TABLE, "r-fresh", "fresh")])
+        settled = time.perf_counter()
+        while time.perf_counter() - settled < 5:
+            response = await web.client.get(
+                "/v1/players/fresh/rounds", headers=web.as_player("fresh")
+            )
+            if response.json()["rounds"]:
+                break
+            await asyncio.sleep(0.05)
+        shown = time.perf_counter() - settled
+    finally:
+        stop.set()
+        await following
+    assert [r["round_id"] for r in response.json()["rounds"]] == ["r-fresh"]
+    assert shown < 1.0, f"shown {shown:.2f}s after it settled"

@@ -6,12 +6,14 @@ import hashlib
 import hmac
 import json
 import time
+from pathlib import Path
 
 import jwt
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from croupier.cli import main
 from croupier.history.auth import (
     AuthConfigError,
     Unauthorized,
@@ -117,3 +119,19 @@ def test_a_staff_key_document_with_an_unknown_role_or_grant_is_refused() -> None
         parse_staff_keys(json.dumps({"roles": {"support": ["everything"]}, "keys": []}))
     with pytest.raises(AuthConfigError, match="cannot read"):
         parse_staff_keys("/nonexistent/staff.json")
+
+
+def test_croupier_web_without_a_way_to_check_tokens_is_a_configuration_error(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for name in ("CROUPIER_PLAYER_TOKEN_SECRET", "CROUPIER_PLAYER_TOKEN_PUBLIC_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    assert main(["web"]) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and error[0].startswith("croupier web: set CROUPIER_PLAYER_TOKEN_SECRET")
+    monkeypatch.setenv("CROUPIER_PLAYER_TOKEN_SECRET", "short")
+    assert main(["web"]) == 2
+    assert "at least 32 bytes" in capsys.readouterr().err
