@@ -18,6 +18,7 @@ Who sees what:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from typing import Any, Final
 
 from croupier.history.models import (
@@ -37,7 +38,7 @@ from croupier.history.models import (
 from croupier.history.viewer import Grant, Viewer
 from croupier.ledger import RecordedEvent
 from croupier.round import ACCEPTED, HELD, REJECTED, SETTLED, VOIDED
-from holdem import PayTableError, Spot, load_paytable
+from holdem import PayTable, PayTableError, Spot, load_paytable
 
 #: A round's stream holds at most this many facts that recall will fold (a limit on work).
 MAX_FACTS: Final = 100_000
@@ -260,7 +261,7 @@ class _Fold:
         self.paytable = self.paytable or PayTableRef.model_validate(data["paytable"])
         self.hands = dict(data.get("hands") or {})
         self.void_reason = data.get("reason") if fact.type == VOIDED else None
-        pays = _pay_lookup(self.paytable)
+        table = paytable_of(self.paytable.id, self.paytable.version)
         self.results = [
             Result(
                 bet_id=r["bet_id"],
@@ -273,7 +274,7 @@ class _Fold:
                 outcome=r["outcome"],
                 line=r.get("line"),
                 currency=r["currency"],
-                why=why(r["spot"], r["outcome"], r.get("line"), pays(r["spot"], r.get("line"))),
+                why=why_paid(table, r["spot"], r["outcome"], r.get("line")),
             )
             for r in data["results"]
         ]
@@ -344,20 +345,24 @@ def _box_order(box: str) -> tuple[int, str]:
     return (int(box), box) if box.isdigit() else (10**9, box)
 
 
-def _pay_lookup(ref: PayTableRef | None) -> Any:
-    table = None
-    if ref is not None:
-        try:
-            table = load_paytable(ref.id, ref.version)
-        except PayTableError:
-            table = None
+@lru_cache(maxsize=64)
+def paytable_of(paytable_id: str, version: int) -> PayTable | None:
+    """The pay table a round recorded (``None`` if this build does not ship it)."""
+    try:
+        return load_paytable(paytable_id, version)
+    except PayTableError:
+        return None
 
-    def pays(spot: str, line: str | None) -> int | None:
-        if table is None or not line or spot not in Spot.__members__.values():
-            return None
-        return table.pays(Spot(spot), line)
 
-    return pays
+def why_paid(table: PayTable | None, spot: str, outcome: str, line: str | None) -> str:
+    """:func:`why`, with what the line pays on ``table``."""
+    pays = None
+    if table is not None and line and spot in _SPOTS:
+        pays = table.pays(Spot(spot), line)
+    return why(spot, outcome, line, pays)
+
+
+_SPOTS: Final = frozenset(str(spot) for spot in Spot)
 
 
 def _totals(results: Sequence[Result]) -> list[Total]:

@@ -23,14 +23,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from functools import lru_cache
 from typing import Any, Final
 
-from croupier.history.recall import why
+from croupier.history.recall import paytable_of, why_paid
 from croupier.ledger import RecordedEvent
 from croupier.projection import Changes, Column, Projection, Table
 from croupier.round import ACCEPTED, SETTLED, VOIDED
-from holdem import PayTable, PayTableError, Spot, load_paytable
+from holdem import PayTable
 
 #: A closed round yields at most this many results (a round can seat thousands of players).
 MAX_RESULTS: Final = 100_000
@@ -132,7 +131,7 @@ def _decision(event: RecordedEvent) -> dict[str, Any]:
 def _closed(event: RecordedEvent, changes: Changes) -> None:
     data = event.data
     feed = data["event"]
-    table = _paytable(data["paytable"]["id"], data["paytable"]["version"])
+    table = paytable_of(data["paytable"]["id"], data["paytable"]["version"])
     status = "settled" if event.type == SETTLED else "voided"
     common = {
         "table_id": feed["table_id"],
@@ -166,28 +165,16 @@ def _closed(event: RecordedEvent, changes: Changes) -> None:
 
 
 def _wager(line: dict[str, Any], table: PayTable | None) -> dict[str, Any]:
-    spot, outcome, paid_line = line["spot"], line["outcome"], line.get("line")
-    pays = None
-    if table is not None and paid_line and spot in Spot.__members__.values():
-        pays = table.pays(Spot(spot), paid_line)
     return {
         "bet_id": line["bet_id"],
         "player_id": line["player_id"],
         "box": line["box"],
-        "spot": spot,
+        "spot": line["spot"],
         "stake": line["stake"],
         "returned": line["returned"],
         "net": line["returned"] - line["stake"],
-        "outcome": outcome,
-        "line": paid_line,
+        "outcome": line["outcome"],
+        "line": line.get("line"),
         "currency": line["currency"],
-        "why": why(spot, outcome, paid_line, pays),
+        "why": why_paid(table, line["spot"], line["outcome"], line.get("line")),
     }
-
-
-@lru_cache(maxsize=64)
-def _paytable(paytable_id: str, version: int) -> PayTable | None:
-    try:
-        return load_paytable(paytable_id, version)
-    except PayTableError:
-        return None
