@@ -5,9 +5,9 @@ PostgreSQL) holds at least 1,000,000 settlement results and is kept between runs
 built once: a studio feed of ``BASE_ROUNDS`` rounds (shared hands of 40 players and a
 seven-box table, both games) is settled through the real settler and projected into the
 rounds read model; then its ledger events and read-model rows are copied under new table
-ids until the target is reached. The copies reuse the base rows' hashes and leave out the
-jackpot meter streams, so the bench ledger's hash chain does not verify and its positions
-have gaps: it is a bench database, never projected again, nothing else.
+(and round) ids until the target is reached. The copies reuse the base rows' hashes and
+leave out the jackpot meter streams, so the bench ledger's hash chain does not verify and
+its positions have gaps: it is a bench database, never projected again, nothing else.
 
 Measured, for 50 concurrent clients each on its own keep-alive connection, over HTTP to a
 ``croupier web`` process, and beside it the anchor: the same SQL straight through an
@@ -156,8 +156,10 @@ async def _copy_until(pool: asyncpg.Pool, target: int) -> None:
             async with conn.transaction():
                 await conn.execute(_COPY_EVENTS, shift, BASE_PREFIX, prefix, base)
                 for table, columns in _COPY_ROWS.items():
-                    shifted = columns.replace("table_id", "replace(table_id, $2, $3)").replace(
-                        "position", "position + $1"
+                    shifted = (
+                        columns.replace("table_id", "replace(table_id, $2, $3)")
+                        .replace("round_id", "replace(round_id, $2, $3)")
+                        .replace("position", "position + $1")
                     )
                     await conn.execute(
                         f"INSERT INTO {table} ({columns}) SELECT {shifted} FROM {table} "
