@@ -26,6 +26,7 @@ import structlog
 
 from croupier.bus import BusError, DeadLetter, Delivery, FeedSource
 from croupier.ledger import VersionConflict
+from croupier.logs import context_ids
 from croupier.metrics import Metrics
 from croupier.round import SETTLED
 from croupier.settler import BatchReport, Handled, Inbound, Settler
@@ -144,7 +145,8 @@ class FeedConsumer:
             except Exception as error:
                 if is_transient(error):
                     raise
-                log.exception("quarantining a message settlement fails on", tag=delivery.tag)
+                with structlog.contextvars.bound_contextvars(**context_ids(delivery.body)):
+                    log.exception("quarantining a message settlement fails on", tag=delivery.tag)
                 handled = await self.settler.quarantine(Inbound(delivery.body, delivery.tag), error)
                 report = BatchReport(handled=[handled])
             merged.handled += report.handled

@@ -11,10 +11,11 @@ URLs are masked in every field.
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 from collections.abc import MutableMapping
-from typing import Any, TextIO
+from typing import Any, Final, TextIO
 
 import structlog
 from structlog.typing import Processor
@@ -40,7 +41,7 @@ def configure_logging(level: str = "INFO", stream: TextIO | None = None) -> None
         wrapper_class=structlog.make_filtering_bound_logger(number),
         cache_logger_on_first_use=False,
     )
-    handler = logging.StreamHandler(stream or sys.stderr)
+    handler = logging.StreamHandler(stream) if stream else _Stderr()
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
             foreign_pre_chain=shared,
@@ -58,6 +59,33 @@ def configure_logging(level: str = "INFO", stream: TextIO | None = None) -> None
     for name in _QUIET_LIBRARIES:
         logging.getLogger(name).setLevel(max(number, logging.WARNING))
     logging.captureWarnings(True)
+
+
+class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
+    """A handler writing to whatever ``sys.stderr`` is when a line is written."""
+
+    @property
+    def stream(self) -> TextIO:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _: TextIO) -> None:
+        pass
+
+
+CONTEXT_IDS: Final = ("table_id", "round_id", "event_id")
+
+
+def context_ids(body: bytes) -> dict[str, str]:
+    """The ``table_id``, ``round_id`` and ``event_id`` a raw feed message names, as far as it
+    can be read (a torn or hostile body names none); for binding to log lines."""
+    try:
+        event = json.loads(body)
+    except (ValueError, RecursionError):
+        return {}
+    if not isinstance(event, dict):
+        return {}
+    return {name: value[:200] for name in CONTEXT_IDS if isinstance(value := event.get(name), str)}
 
 
 def _mask_secrets(

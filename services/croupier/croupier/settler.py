@@ -27,6 +27,7 @@ from croupier.contract import (
     parse_event,
 )
 from croupier.ledger import Ledger, NewEvent, OutboxMessage, RecordedEvent, StreamAppend
+from croupier.logs import context_ids
 from croupier.round import HELD, REJECTED, SETTLED, VOIDED, Fact, Round, stream_name
 from holdem import PayTable, PayTableError, load_paytable
 
@@ -196,7 +197,16 @@ class Settler:
         fact = _raw_rejection(message.body, "poison", reason, None)
         event = NewEvent(fact.type, fact.data, fact.key)
         await self.ledger.append([StreamAppend(REJECTIONS_STREAM, None, [event])])
-        return Handled(message.ref, "rejected", code="poison", reason=reason)
+        ids = context_ids(message.body)
+        return Handled(
+            message.ref,
+            "rejected",
+            ids.get("event_id"),
+            ids.get("table_id"),
+            ids.get("round_id"),
+            code="poison",
+            reason=reason,
+        )
 
     def forget(self) -> None:
         """Drop cached rounds and meters; they are read back from the ledger when needed."""
