@@ -11,8 +11,8 @@ import importlib
 import sys
 import traceback
 from collections.abc import Sequence
-from importlib.metadata import PackageNotFoundError, version
 
+from croupier import croupier_version
 from croupier.config import Settings, help_table, load_settings, use_settings
 from croupier.console import ArgumentParser
 from croupier.errors import CommandError, ExitCode
@@ -47,14 +47,6 @@ DEBUG_HELP = "show the traceback of an error"
 
 #: Commands that log at INFO unless CROUPIER_LOG_LEVEL says otherwise; the others at WARNING.
 SERVICES = frozenset({"serve", "web"})
-
-
-def croupier_version() -> str:
-    """The installed version of Croupier."""
-    try:
-        return version("croupier")
-    except PackageNotFoundError:
-        return "unknown"
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -7,11 +7,22 @@ currency, and compared with the theoretical RTP of each pay table's PAR sheet.
 
 from __future__ import annotations
 
+import platform
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    Info,
+)
+from prometheus_client.gc_collector import GCCollector
+from prometheus_client.platform_collector import PlatformCollector
+from prometheus_client.process_collector import ProcessCollector
 
+from croupier import croupier_version
 from holdem import load_paytable, paytable_ids
 from holdem.odds.par import ParDataError, load_par
 
@@ -78,6 +89,8 @@ class Metrics:
             registry=r,
         )
 
+        add_process_metrics(r)
+
     def publish_theoretical_rtp(self) -> None:
         """Set each pay table's theoretical RTP from its stored PAR sheet (when there is one)."""
         for paytable_id in paytable_ids():
@@ -105,3 +118,15 @@ class Metrics:
             for labels, (staked, returned) in sums.items():
                 self.wagered.labels(*labels).inc(staked)
                 self.returned.labels(*labels).inc(returned)
+
+
+def add_process_metrics(registry: CollectorRegistry) -> None:
+    """``process_*`` (CPU, memory, open files), ``python_*`` (version, GC) and
+    ``croupier_build_info{version, python}`` on ``registry``."""
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    GCCollector(registry=registry)
+    build = Info(
+        "croupier_build", "Croupier's version and the Python it runs on", registry=registry
+    )
+    build.info({"version": croupier_version(), "python": platform.python_version()})
