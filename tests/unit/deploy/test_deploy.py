@@ -38,6 +38,7 @@ _SUFFIXES = {
     "counter": ("_total", "_created"),
     "histogram": ("_bucket", "_sum", "_count", "_created"),
     "gauge": ("",),
+    "info": ("_info",),
 }
 _METRIC = re.compile(r"\b(croupier[_:][A-Za-z0-9_:]*|up)\b")
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
@@ -61,9 +62,11 @@ def _exported() -> dict[str, set[str]]:
     names: dict[str, set[str]] = {}
     family: Metric
     for family in metrics.registry.collect():
+        # Collectors (process, platform, build info) have no wrapper: their samples say.
+        found = {name for sample in family.samples for name in sample.labels} - {"le"}
         for suffix in _SUFFIXES[family.type]:
             extra = {"le"} if suffix == "_bucket" else set()
-            names[family.name + suffix] = labels[family.name] | TARGET_LABELS | extra
+            names[family.name + suffix] = labels.get(family.name, found) | TARGET_LABELS | extra
     return names
 
 
