@@ -2,7 +2,9 @@
 
 Embedded mode needs nothing running: the in-process bus and a SQLite ledger under ``var/``
 of the working directory. When the broker or the database is configured but does not answer,
-the demo says so and stops instead of quietly falling back to embedded mode.
+the demo says so and stops (exit 2) instead of quietly falling back to embedded mode. The
+demo's own audit (every round closed and paid, exit 1 otherwise) is tested in
+``tests/unit/croupier/test_demo_audit.py``.
 """
 
 from __future__ import annotations
@@ -60,11 +62,14 @@ def test_the_embedded_demo_plays_settles_and_balances(tmp_path: Path) -> None:
 
 
 def test_a_second_embedded_run_in_the_same_directory_balances_on_its_own(tmp_path: Path) -> None:
-    for seed in ("7", "8"):
+    for seed in ("7", "8", "7"):  # the same seed again: its own ids, settled in full
         done = croupier(["demo", "--embedded", "--rounds", "12", "--seed", seed], tmp_path)
         assert done.returncode == 0, done.stdout + done.stderr
         assert "rounds paid    12/12" in done.stdout
         assert ": balanced " in done.stdout and "MISMATCH" not in done.stdout
+        assert "rounds dealt 12, closed 12, open 0" in done.stdout
+        assert done.stdout.rstrip().endswith("demo: OK, every closed round paid to the unit")
+        assert "Traceback" not in done.stderr
 
 
 def test_a_configured_broker_that_does_not_answer_stops_the_demo(tmp_path: Path) -> None:
@@ -72,8 +77,12 @@ def test_a_configured_broker_that_does_not_answer_stops_the_demo(tmp_path: Path)
         ["demo", "--rounds", "5"], tmp_path, CROUPIER_AMQP_URL="amqp://guest:guest@127.0.0.1:1/"
     )
 
-    assert done.returncode != 0
-    assert "CROUPIER_AMQP_URL are set but not reachable" in done.stdout + done.stderr
+    assert done.returncode == 2
+    assert done.stderr == (
+        "croupier demo: RabbitMQ at 127.0.0.1:1 (CROUPIER_AMQP_URL) not reachable; both are "
+        "needed for live mode; start it with `make services`, fix or unset the variable, or "
+        "run `croupier demo --embedded`\n"
+    )
     assert "embedded mode" not in done.stdout
     assert not (tmp_path / "var").exists()
 

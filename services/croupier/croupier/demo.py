@@ -4,6 +4,11 @@ On the local RabbitMQ and PostgreSQL when both answer (or as configured), else o
 in-process bus and the embedded SQLite ledger: the same service code either way. A demo
 wallet takes every settlement result, deduplicating on ``message_id``, and the closing
 summary reconciles what it was paid against the ledger.
+
+The demo is also a smoke test: it exits 1 and lists the rounds when any round the ledger
+closed was not paid in full, when the wallets and the ledger disagree, or when a round stays
+open without a fault the studio injected into it; open rounds are listed in every case.
+Every run deals under its own table ids, so runs in one ledger never share an event id.
 """
 
 from __future__ import annotations
@@ -26,11 +31,12 @@ from aio_pika.abc import AbstractIncomingMessage
 from croupier.bus import FEED_QUEUE, SETTLEMENTS_EXCHANGE, Bus, Outgoing
 from croupier.bus.memory import MemoryBus
 from croupier.config import EMBEDDED_LEDGER_URL, Settings, settings
+from croupier.errors import CommandError
 from croupier.history.site import history_site
 from croupier.ledger import Ledger, open_ledger
 from croupier.round import SETTLED, VOIDED
 from croupier.service import Service
-from croupier.urls import mask_url
+from croupier.urls import host_port, mask_url
 from holdem import load_paytable
 from studio.config import Faults, StudioConfig, parse_table_specs
 from studio.feed import simulate
@@ -44,6 +50,9 @@ DEMO_TABLES = (
     "standard:shared=40",
 )
 Say = Callable[[str], None]
+RoundKey = tuple[str, str]  # (table_id, round_id)
+#: Rounds listed in full at most; the count is always given.
+LISTED = 20
 
 
 @dataclass
@@ -54,6 +63,7 @@ class Wallet:
     paid: Counter[str] = field(default_factory=Counter)
     seen: set[str] = field(default_factory=set)
     rounds: set[tuple[str, str]] = field(default_factory=set)
+    by_round: dict[RoundKey, Counter[str]] = field(default_factory=dict)
     duplicates: int = 0
     settled: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -66,8 +76,11 @@ class Wallet:
             self.duplicates += 1
             return
         self.seen.add(result.message_id)
-        self.rounds.add((table_id, str(result.body["round_id"])))
-        self.paid[str(result.body["currency"])] += int(result.body["returned_total"])
+        key = (table_id, str(result.body["round_id"]))
+        self.rounds.add(key)
+        currency, returned = str(result.body["currency"]), int(result.body["returned_total"])
+        self.paid[currency] += returned
+        self.by_round.setdefault(key, Counter())[currency] += returned
 
 
 @dataclass
@@ -98,8 +111,7 @@ async def run_demo(rounds: int, seed: int | None, say: Say, *, embedded: bool = 
     chosen = settings()
     live = not embedded and _live_available(chosen)
     if not live and (chosen.database_configured or chosen.amqp_configured) and not embedded:
-        say("CROUPIER_DATABASE_URL / CROUPIER_AMQP_URL are set but not reachable; stopping.")
-        return 1
+        raise _configured_but_down(chosen)
     run_id = secrets.token_hex(3)
     config = StudioConfig(
         tables=parse_table_specs(list(DEMO_TABLES), prefix=f"demo-{run_id}"),
@@ -109,6 +121,7 @@ async def run_demo(rounds: int, seed: int | None, say: Say, *, embedded: bool = 
         side_bet_rate=0.3,
         faults=Faults(void=0.01, duplicate_card=0.003, redelivery=0.01, wrong_call=0.003),
     )
+    messages = list(simulate(config))
     ledger, bus = await _infrastructure(live, chosen, say)
     wallet = Wallet(f"demo-{run_id}-")
     async with ledger:
@@ -122,12 +135,110 @@ async def run_demo(rounds: int, seed: int | None, say: Say, *, embedded: bool = 
             player = _a_player(config)
             say(f"game history of {player}: {site.page_for(player)}")
             try:
-                await _play(config, bus, chosen, wallet, service, say)
+                await _play(config, messages, bus, chosen, wallet, service, say)
             finally:
                 await service.stop()
-        totals = await _ledger_totals(ledger, start, wallet.tables)
+        totals, closed = await _ledger_totals(ledger, start, wallet.tables)
     say(_summary(totals, wallet))
-    return 0
+    audit = Audit(dealt_rounds(messages), closed, wallet.by_round)
+    for line in audit.report():
+        say(line)
+    return 0 if audit.ok else 1
+
+
+def _configured_but_down(chosen: Settings) -> CommandError:
+    down = [
+        f"{name} at {host_port(url)} ({variable})"
+        for name, url, variable, configured in (
+            (
+                "PostgreSQL",
+                chosen.database_url,
+                "CROUPIER_DATABASE_URL",
+                chosen.database_configured,
+            ),
+            ("RabbitMQ", chosen.amqp_url, "CROUPIER_AMQP_URL", chosen.amqp_configured),
+        )
+        if configured and not reachable(url, 5432 if name == "PostgreSQL" else 5672)
+    ] or ["the configured services"]
+    return CommandError(
+        f"{' and '.join(down)} not reachable; both are needed for live mode",
+        "start it with `make services`, fix or unset the variable, or run `croupier demo "
+        "--embedded`",
+    )
+
+
+def dealt_rounds(messages: Iterable[FeedMessage]) -> dict[RoundKey, set[str]]:
+    """Every round the studio dealt, with the faults it injected into each."""
+    rounds: dict[RoundKey, set[str]] = {}
+    for message in messages:
+        if message.event is None:
+            continue
+        faults = rounds.setdefault((message.table_id, str(message.event["round_id"])), set())
+        if message.fault is not None:
+            faults.add(message.fault)
+    return rounds
+
+
+@dataclass(frozen=True)
+class Audit:
+    """Every round dealt, closed in the ledger and paid to the unit by the wallets."""
+
+    dealt: dict[RoundKey, set[str]]
+    closed: dict[RoundKey, Counter[str]]  # returned per currency, by the ledger
+    paid: dict[RoundKey, Counter[str]]  # returned per currency, by the wallets
+
+    def open(self) -> dict[RoundKey, set[str]]:
+        """Rounds dealt that the ledger has not closed, with their injected faults."""
+        return {key: faults for key, faults in self.dealt.items() if key not in self.closed}
+
+    def unexplained(self) -> list[RoundKey]:
+        """Open rounds the studio injected no fault into: something lost them."""
+        return sorted(key for key, faults in self.open().items() if not faults - {"redelivery"})
+
+    def unpaid(self) -> list[RoundKey]:
+        """Closed rounds whose wallets were paid another amount than the ledger returned."""
+        return sorted(
+            key
+            for key, returned in self.closed.items()
+            if +returned != +self.paid.get(key, Counter())
+        )
+
+    def mismatched(self) -> list[str]:
+        """Currencies in which the wallets were paid another total than the ledger returned."""
+        returned, paid = _total(self.closed.values()), _total(self.paid.values())
+        return sorted(c for c in returned | paid if returned[c] != paid[c])
+
+    @property
+    def ok(self) -> bool:
+        return not self.unexplained() and not self.unpaid() and not self.mismatched()
+
+    def report(self) -> list[str]:
+        """Open and unpaid rounds, then the verdict."""
+        opened = self.open()
+        lines = [f"rounds dealt {len(self.dealt)}, closed {len(self.closed)}, open {len(opened)}"]
+        for key, faults in sorted(opened.items())[:LISTED]:
+            why = f"faults injected: {', '.join(sorted(faults))}" if faults else "NO FAULT INJECTED"
+            lines.append(f"  open {key[0]} {key[1]}: {why}")
+        unpaid = self.unpaid()
+        for key in unpaid[:LISTED]:
+            ledger, wallets = dict(+self.closed[key]), dict(+self.paid.get(key, Counter()))
+            lines.append(f"  UNPAID {key[0]} {key[1]}: ledger returned {ledger}, wallets {wallets}")
+        if self.ok:
+            lines.append("demo: OK, every closed round paid to the unit")
+        else:
+            lines.append(
+                f"demo: FAILED: {len(unpaid)} unpaid round(s), "
+                f"{len(self.unexplained())} round(s) open without an injected fault, "
+                f"wallets and ledger disagree in {self.mismatched() or 'no currency'}"
+            )
+        return lines
+
+
+def _total(amounts: Iterable[Counter[str]]) -> Counter[str]:
+    total: Counter[str] = Counter()
+    for amount in amounts:
+        total.update(amount)
+    return total
 
 
 def _a_player(config: StudioConfig) -> str:
@@ -172,13 +283,13 @@ def _free_port(preferred: int) -> int:
 
 async def _play(
     config: StudioConfig,
+    messages: list[FeedMessage],
     bus: Bus,
     settings: Settings,
     wallet: Wallet,
     service: Service,
     say: Say,
 ) -> None:
-    messages = list(simulate(config))
     say(f"studio: {len(config.tables)} tables, {config.rounds} rounds, {len(messages)} events")
     started = time.perf_counter()
     sent = asyncio.Event()
@@ -257,8 +368,12 @@ async def _feed_backlog(
         yield on_broker
 
 
-async def _ledger_totals(ledger: Ledger, after: int, prefix: str) -> dict[str, GameTotals]:
+async def _ledger_totals(
+    ledger: Ledger, after: int, prefix: str
+) -> tuple[dict[str, GameTotals], dict[RoundKey, Counter[str]]]:
+    """Totals per game, and the amount returned per closed round, of this run's tables."""
     totals: dict[str, GameTotals] = {}
+    closed: dict[RoundKey, Counter[str]] = {}
     while page := await ledger.read_all(after, 5000):
         after = page[-1].position
         for record in page:
@@ -270,11 +385,14 @@ async def _ledger_totals(ledger: Ledger, after: int, prefix: str) -> dict[str, G
             game_totals = totals.setdefault(game, GameTotals())
             game_totals.rounds += record.type == SETTLED
             game_totals.voided += record.type == VOIDED
+            event = record.data["event"]
+            returned = closed.setdefault((event["table_id"], event["round_id"]), Counter())
             for line in record.data["results"]:
+                returned[line["currency"]] += line["returned"]
                 game_totals.bets += 1
                 game_totals.wagered[line["currency"]] += line["stake"]
                 game_totals.returned[line["currency"]] += line["returned"]
-    return totals
+    return totals, closed
 
 
 _HEADER = ("game", "rounds", "voided", "bets", "wagered", "returned", "hold", "hold %")

@@ -7,6 +7,7 @@ events with their ``seq``, ``event_id`` and ``occurred_at``.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import time
@@ -122,6 +123,10 @@ class StudioTable:
         self.clock = Clock(int(config.start.timestamp()))
         self.now_ms = offset_ms
         self.session = f"{rng.getrandbits(32):08x}"
+        # Event ids are drawn from the seeded stream and mixed with the table id: the same
+        # config repeats its feed exactly, and tables of another name (another demo run, the
+        # same seed) never repeat an event id, which the ledger would take as the same event.
+        self._id_mask = int.from_bytes(hashlib.sha256(spec.table_id.encode()).digest()[:16])
         self.rounds_played = 0
         self._chips = {
             spot: _Chips(limit.min, limit.max) for spot, limit in self.paytable.limits.items()
@@ -269,6 +274,7 @@ class StudioTable:
         and names that need no escaping) around the encoded payload: the feed's hot path.
         """
         getrandbits, clock, dumps = self.rng.getrandbits, self.clock, _COMPACT.encode
+        mask = self._id_mask
         table_id, round_id = self.spec.table_id, draft.round_id
         middle = (
             f'","schema_version":{SCHEMA_VERSION},"table_id":"{table_id}",'
@@ -276,7 +282,7 @@ class StudioTable:
         )
         messages = []
         for seq, step in enumerate(draft.steps, start=1):
-            event_id = uuid4_text(getrandbits(128))
+            event_id = uuid4_text(getrandbits(128) ^ mask)
             kind = _TYPE_TEXT[step.event_type]
             occurred_at = clock.text(step.at_ms)
             event = {
