@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test test-unit test-integration test-slow bench bench-history lint typecheck contracts par services clean
+.PHONY: run test test-unit test-integration test-slow bench bench-history lint typecheck contracts par services clean tools
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,8 +17,16 @@ run: $(STAMP)
 	$(BIN)/croupier demo
 
 ## test: unit and integration tests (integration needs PostgreSQL and RabbitMQ; see `make services`)
-test: $(STAMP)
+test: $(STAMP) tools
 	$(BIN)/pytest
+
+## tools: what the tests need besides Python (promtool checks the Prometheus rules in deploy/)
+tools:
+	@command -v promtool >/dev/null || { \
+	  echo "make test: promtool is missing; the deploy/ tests check the Prometheus rules with it."; \
+	  echo "  Debian/Ubuntu: sudo apt-get update && sudo apt-get install -y prometheus"; \
+	  echo "  elsewhere: put promtool from https://prometheus.io/download/ on PATH"; \
+	  exit 2; }
 
 test-unit: $(STAMP)
 	$(BIN)/pytest tests/unit

@@ -1,14 +1,17 @@
-"""Integration test services: the real PostgreSQL and RabbitMQ.
+"""Integration test services: the real PostgreSQL and RabbitMQ (found as
+:mod:`service_discovery` says: configured, local, or containers where Docker runs).
 
 A service that cannot be reached fails the test with instructions; integration tests are
-never skipped.
+never skipped. Tests touch only what they create: scratch databases and vhosts, dropped
+afterwards; never the default vhost, never a service's configuration.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
+import json
 import subprocess
+import urllib.request
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -17,11 +20,12 @@ from urllib.parse import quote, urlsplit, urlunsplit
 import aio_pika
 import asyncpg
 import pytest
+import service_discovery
 from aio_pika.exceptions import AMQPError
 
-POSTGRES_URL = os.environ.get(
-    "CROUPIER_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test"
-)
+from croupier.urls import host_port, mask_url
+
+POSTGRES_URL = service_discovery.postgres_url()
 
 _START_HINT = (
     "start it with `make services` or "
@@ -40,8 +44,19 @@ async def connect_postgres(url: str = POSTGRES_URL) -> asyncpg.Connection:
     """A connection to ``url``; fails the test with a how-to-start message if unreachable."""
     try:
         return await asyncpg.connect(url, timeout=10)
+    except asyncpg.InvalidCatalogNameError:
+        name = urlsplit(url).path.lstrip("/")
+        pytest.fail(
+            f"PostgreSQL at {host_port(url)} answers but has no database {name!r} (the tests "
+            f"create and drop their scratch databases from it): create it with `createdb -h "
+            f"{urlsplit(url).hostname} -U postgres {name}`, or point CROUPIER_TEST_DATABASE_URL "
+            "at an existing database",
+            pytrace=False,
+        )
     except (OSError, asyncpg.PostgresError, TimeoutError) as error:
-        pytest.fail(f"PostgreSQL at {url} is unreachable ({error}); {_START_HINT}", pytrace=False)
+        pytest.fail(
+            f"PostgreSQL at {mask_url(url)} is unreachable ({error}); {_START_HINT}", pytrace=False
+        )
 
 
 @pytest.fixture
@@ -70,7 +85,7 @@ async def scratch_database() -> AsyncIterator[str]:
             await admin.close()
 
 
-RABBITMQ_URL = os.environ.get("CROUPIER_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
+RABBITMQ_URL = service_discovery.rabbitmq_url()
 
 _RABBITMQ_HINT = (
     "start it with `make services` or `rabbitmq-server -detached`, "
@@ -83,20 +98,16 @@ async def connect_rabbitmq(url: str = RABBITMQ_URL) -> aio_pika.abc.AbstractConn
     try:
         return await aio_pika.connect(url, timeout=10)
     except (OSError, AMQPError, TimeoutError) as error:
-        pytest.fail(f"RabbitMQ at {url} is unreachable ({error}); {_RABBITMQ_HINT}", pytrace=False)
-
-
-@pytest.fixture
-async def rabbitmq_url() -> str:
-    """The test broker's URL, once a connection to it has been proven."""
-    connection = await connect_rabbitmq()
-    await connection.close()
-    return RABBITMQ_URL
+        pytest.fail(
+            f"RabbitMQ at {mask_url(url)} is unreachable ({error}); {_RABBITMQ_HINT}",
+            pytrace=False,
+        )
 
 
 _RABBITMQCTL_HINT = (
-    "RabbitMQ isolation needs `rabbitmqctl` on PATH and the right to run it (as root or the "
-    "rabbitmq user); start the broker with `make services`"
+    "the tests make a vhost of their own with `rabbitmqctl` (run them as root or the rabbitmq "
+    "user) or with the management API (enable the rabbitmq_management plugin and set "
+    "CROUPIER_TEST_RABBITMQ_API=http://guest:guest@127.0.0.1:15672/api)"
 )
 
 
@@ -135,14 +146,48 @@ async def scratch_vhost() -> AsyncIterator[str]:
     connection = await connect_rabbitmq()
     await connection.close()
     name = f"croupier-test-{uuid.uuid4().hex[:12]}"
-    await asyncio.to_thread(rabbitmqctl, "add_vhost", name)
+    api = service_discovery.management_url(RABBITMQ_URL)
+    user = urlsplit(RABBITMQ_URL).username or "guest"
+    if api is not None:
+        everything = {"configure": ".*", "write": ".*", "read": ".*"}
+        await asyncio.to_thread(_management, api, "PUT", f"vhosts/{name}")
+        deleting = ("DELETE", f"vhosts/{name}")
+        permissions = ("PUT", f"permissions/{name}/{user}", everything)
+    else:
+        await asyncio.to_thread(rabbitmqctl, "add_vhost", name)
+        deleting = ("delete_vhost", name)
     try:
-        await asyncio.to_thread(
-            rabbitmqctl, "set_permissions", "-p", name, "guest", ".*", ".*", ".*"
-        )
+        if api is not None:
+            await asyncio.to_thread(_management, api, *permissions)
+        else:
+            await asyncio.to_thread(
+                rabbitmqctl, "set_permissions", "-p", name, user, ".*", ".*", ".*"
+            )
         yield with_vhost(RABBITMQ_URL, name)
     finally:
-        await asyncio.to_thread(rabbitmqctl, "delete_vhost", name)
+        if api is not None:
+            await asyncio.to_thread(_management, api, *deleting)
+        else:
+            await asyncio.to_thread(rabbitmqctl, *deleting)
+
+
+def _management(api: str, method: str, path: str, body: dict[str, str] | None = None) -> None:
+    """One call to the RabbitMQ management API at ``api`` (with its credentials)."""
+    parts = urlsplit(api)
+    plain = urlunsplit(parts._replace(netloc=parts.hostname + f":{parts.port}"))
+    request = urllib.request.Request(
+        f"{plain.rstrip('/')}/{quote(path, safe='/')}",
+        data=json.dumps(body or {}).encode(),
+        method=method,
+        headers={"content-type": "application/json"},
+    )
+    passwords = urllib.request.HTTPPasswordMgrWithDefaultRealm()
+    passwords.add_password(None, plain, parts.username or "guest", parts.password or "guest")
+    opener = urllib.request.build_opener(urllib.request.HTTPBasicAuthHandler(passwords))
+    try:
+        opener.open(request, timeout=30).close()
+    except OSError as error:
+        pytest.fail(f"RabbitMQ management API {method} {path}: {error}; {_RABBITMQCTL_HINT}")
 
 
 @pytest.fixture

@@ -26,10 +26,10 @@ def studio_config(prefix: str, rounds: int = 12, faults: Faults | None = None) -
 
 
 @pytest.fixture
-async def feed_queue(rabbitmq_url: str) -> AsyncIterator[tuple[str, aio_pika.abc.AbstractQueue]]:
+async def feed_queue(amqp_vhost: str) -> AsyncIterator[tuple[str, aio_pika.abc.AbstractQueue]]:
     """A unique table-id prefix and a private queue bound to its tables' routing keys."""
     prefix = f"it{uuid.uuid4().hex[:10]}"
-    connection = await connect_rabbitmq(rabbitmq_url)
+    connection = await connect_rabbitmq(amqp_vhost)
     channel = await connection.channel()
     exchange = await declare_feed_exchange(channel)
     queue = await channel.declare_queue(exclusive=True, auto_delete=True)
@@ -57,11 +57,11 @@ async def read_back(
 
 
 async def test_every_event_arrives_whole_persistent_and_in_order(
-    rabbitmq_url: str, feed_queue: tuple[str, aio_pika.abc.AbstractQueue]
+    amqp_vhost: str, feed_queue: tuple[str, aio_pika.abc.AbstractQueue]
 ) -> None:
     prefix, queue = feed_queue
     sent: list[FeedMessage] = list(simulate(studio_config(prefix)))
-    assert await publish(sent, rabbitmq_url, window=64) == len(sent)
+    assert await publish(sent, amqp_vhost, window=64) == len(sent)
     received = await read_back(queue, len(sent))
     assert len(received) == len(sent), f"{len(received)} of {len(sent)} messages came back"
     assert [m.body for m in received] == [m.body for m in sent]
@@ -74,13 +74,13 @@ async def test_every_event_arrives_whole_persistent_and_in_order(
 
 
 async def test_torn_lines_and_redeliveries_go_out_as_the_studio_sent_them(
-    rabbitmq_url: str, feed_queue: tuple[str, aio_pika.abc.AbstractQueue]
+    amqp_vhost: str, feed_queue: tuple[str, aio_pika.abc.AbstractQueue]
 ) -> None:
     prefix, queue = feed_queue
     faults = Faults(malformed=0.5, redelivery=0.5)
     sent = list(simulate(studio_config(prefix, rounds=8, faults=faults)))
     assert {m.fault for m in sent} >= {"malformed", "redelivery"}
-    await publish(sent, rabbitmq_url)
+    await publish(sent, amqp_vhost)
     received = await read_back(queue, len(sent))
     assert [m.body for m in received] == [m.body for m in sent]
     for got, message in zip(received, sent, strict=True):
@@ -88,11 +88,11 @@ async def test_torn_lines_and_redeliveries_go_out_as_the_studio_sent_them(
 
 
 async def test_rate_limit_paces_the_feed(
-    rabbitmq_url: str, feed_queue: tuple[str, aio_pika.abc.AbstractQueue]
+    amqp_vhost: str, feed_queue: tuple[str, aio_pika.abc.AbstractQueue]
 ) -> None:
     prefix, queue = feed_queue
     sent = list(simulate(studio_config(prefix, rounds=2)))[:60]
     started = time.monotonic()
-    await publish(sent, rabbitmq_url, rate=200)
+    await publish(sent, amqp_vhost, rate=200)
     assert time.monotonic() - started >= (len(sent) - 1) / 200 * 0.9
     assert len(await read_back(queue, len(sent))) == len(sent)
