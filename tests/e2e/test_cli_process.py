@@ -1,0 +1,69 @@
+"""``croupier`` as a process: Ctrl-C and a failing service end in one line, never a traceback,
+and a service's every stderr line is JSON."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+SECRET = "s3cret-pw"
+
+
+def start(args: list[str], cwd: Path, **env: str) -> subprocess.Popen[str]:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("CROUPIER_")}
+    return subprocess.Popen(
+        [sys.executable, "-m", "croupier.cli", *args],
+        cwd=cwd,
+        env={**environment, **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_ctrl_c_during_a_replay_is_one_line_and_exit_130(tmp_path: Path) -> None:
+    feed = tmp_path / "feed.jsonl"
+    simulate = ["simulate", "--rounds", "400", "--seed", "4", "--out", str(feed)]
+    assert (
+        subprocess.run(
+            [sys.executable, "-m", "croupier.cli", *simulate], capture_output=True, check=False
+        ).returncode
+        == 0
+    )
+    replay = start(
+        ["replay", "feed.jsonl", "--out", "o", "--rejections", "r", "--ledger", "sqlite:///l.db"],
+        tmp_path,
+    )
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "l.db").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(1.0)
+    replay.send_signal(signal.SIGINT)
+    _, err = replay.communicate(timeout=60)
+    assert replay.returncode == 130, err
+    assert err.splitlines()[-1] == "croupier replay: interrupted", err
+    assert "Traceback" not in err
+
+
+def test_serve_logs_json_only_and_never_the_password(tmp_path: Path) -> None:
+    serve = start(
+        ["serve"],
+        tmp_path,
+        CROUPIER_AMQP_URL=f"amqp://guest:{SECRET}@127.0.0.1:1/",
+        CROUPIER_DATABASE_URL="sqlite:///serve.db",
+        CROUPIER_HTTP_PORT="0",
+        CROUPIER_LOG_LEVEL="debug",
+    )
+    out, err = serve.communicate(timeout=60)
+    *logs, last = err.splitlines()
+    assert serve.returncode == 2
+    assert last.startswith("croupier serve: RabbitMQ at 127.0.0.1:1 does not answer")
+    lines = [json.loads(line) for line in logs]
+    assert {"croupier.service", "aiormq.connection"} <= {line["logger"] for line in lines}, err
+    assert all({"timestamp", "level", "logger", "event"} <= line.keys() for line in lines)
+    assert SECRET not in out + err and "Traceback" not in err
