@@ -17,6 +17,7 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 
 from croupier.ledger import NewEvent, OutboxMessage, StreamAppend, open_ledger
+from croupier.urls import mask_url
 
 EVENTS = 100_000
 BATCH = 500
@@ -70,7 +71,10 @@ async def _postgres(batches: list[Batch]) -> float | None:
     try:
         admin = await asyncpg.connect(ADMIN_URL, timeout=5)
     except (OSError, asyncpg.PostgresError, TimeoutError) as error:
-        print(f"ledger postgres: skipped, {ADMIN_URL} unreachable ({error}); run `make services`")
+        print(
+            f"ledger postgres: skipped, {mask_url(ADMIN_URL)} unreachable ({error}); "
+            "run `make services`"
+        )
         return None
     try:
         await admin.execute(f'CREATE DATABASE "{name}"')

@@ -36,6 +36,7 @@ from croupier.ledger import open_ledger
 from croupier.replay import replay
 from croupier.runtime import fewer_collections
 from croupier.settler import Inbound, Settler
+from croupier.urls import mask_url
 from studio import FeedTally, StudioConfig, every_paytable, simulate
 
 SEED = 20240501
@@ -121,7 +122,9 @@ async def postgres_available(admin_url: str = ADMIN_URL) -> bool:
     try:
         connection = await asyncpg.connect(admin_url, timeout=5)
     except (OSError, asyncpg.PostgresError, TimeoutError) as error:
-        print(f"postgres: skipped, {admin_url} unreachable ({error}); run `make services`")
+        print(
+            f"postgres: skipped, {mask_url(admin_url)} unreachable ({error}); run `make services`"
+        )
         return False
     await connection.close()
     return True

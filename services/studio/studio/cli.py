@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 from holdem import paytable_ids
 from studio.config import ConfigError, Faults, StudioConfig, parse_table_specs
@@ -129,7 +130,7 @@ def run_simulate(
         from studio.publisher import publish
 
         asyncio.run(publish(messages, args.amqp, rate=args.rate))
-        where = f"exchange studio.feed at {args.amqp}"
+        where = f"exchange studio.feed at {_without_credentials(args.amqp)}"
     elapsed = time.perf_counter() - started
     total = tally.total.events
     if getattr(args, "json", False):
@@ -139,6 +140,11 @@ def run_simulate(
     print(tally.report())
     print(f"seed {config.seed}: {total} events to {where} in {elapsed:.2f}s")
     return 0
+
+
+def _without_credentials(url: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
 
 
 def build_parser() -> argparse.ArgumentParser:
