@@ -24,6 +24,7 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import IntEnum
+from urllib.parse import unquote, urlsplit
 
 import aiormq.exceptions
 import asyncpg
@@ -127,10 +128,13 @@ def _broker_error(error: BaseException, url: str) -> CommandError:
             f"RabbitMQ at {host_port(url)} refused the login",
             "fix the user and password in CROUPIER_AMQP_URL",
         )
-    if "vhost" in str(error).lower():
+    if "vhost" in str(error).lower() or "Connection.Close" in str(error):
+        vhost = unquote(urlsplit(url).path[1:]) or "/"
         return CommandError(
-            f"RabbitMQ at {host_port(url)} refused the virtual host ({error})",
-            "create it with `rabbitmqctl add_vhost` or fix CROUPIER_AMQP_URL",
+            f"RabbitMQ at {host_port(url)} closed the connection at login: the virtual host "
+            f"{vhost!r} does not exist or the user may not use it",
+            "create and grant it (`rabbitmqctl add_vhost`, `set_permissions`) or fix "
+            "CROUPIER_AMQP_URL",
         )
     return unreachable("RabbitMQ", url, error, "CROUPIER_AMQP_URL")
 

@@ -1,0 +1,95 @@
+"""Bad configurations only the real PostgreSQL and RabbitMQ can show: one line each, exit 2,
+no traceback, no password (the rest of the table is in tests/unit/cli)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+from conftest import POSTGRES_URL, RABBITMQ_URL, with_database, with_vhost
+
+pytestmark = pytest.mark.integration
+
+SECRET = "s3cret-pw"
+
+
+def with_login(url: str, user: str, password: str | None) -> str:
+    parts = urlsplit(url)
+    login = f"{user}:{password}" if password else user
+    return urlunsplit(parts._replace(netloc=f"{login}@{parts.netloc.rpartition('@')[2]}"))
+
+
+PG, MQ = urlsplit(POSTGRES_URL), urlsplit(RABBITMQ_URL)
+PG_AT, MQ_AT = f"{PG.hostname}:{PG.port or 5432}", f"{MQ.hostname}:{MQ.port or 5672}"
+SERVE_ON_SQLITE = {"CROUPIER_DATABASE_URL": "sqlite:///serve.db", "CROUPIER_HTTP_PORT": "0"}
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    args: list[str]
+    message: str
+    env: dict[str, str] = field(default_factory=dict)
+
+
+CASES = [
+    Case(
+        "verify-missing-database",
+        ["verify", "--ledger", with_database(POSTGRES_URL, "croupier_no_such_db")],
+        f'PostgreSQL at {PG_AT}: database "croupier_no_such_db" does not exist; create it '
+        f"(`createdb -h {PG.hostname} -U postgres croupier_no_such_db`)",
+    ),
+    Case(
+        "replay-missing-database",
+        ["replay", "feed.jsonl", "--out", "o", "--rejections", "r"],
+        'database "croupier_no_such_db" does not exist',
+        {"CROUPIER_DATABASE_URL": with_database(POSTGRES_URL, "croupier_no_such_db")},
+    ),
+    Case(
+        "migrate-unknown-role",
+        ["migrate", "--ledger", with_login(POSTGRES_URL, "croupier_nobody", SECRET)],
+        f'PostgreSQL at {PG_AT} refused the login: role "croupier_nobody" does not exist',
+    ),
+    Case(
+        "serve-wrong-broker-password",
+        ["serve"],
+        f"RabbitMQ at {MQ_AT} refused the login; fix the user and password in CROUPIER_AMQP_URL",
+        {"CROUPIER_AMQP_URL": with_login(RABBITMQ_URL, "guest", SECRET)} | SERVE_ON_SQLITE,
+    ),
+    Case(
+        "serve-missing-vhost",
+        ["serve"],
+        f"RabbitMQ at {MQ_AT} closed the connection at login: the virtual host "
+        "'croupier-no-such-vhost' does not exist",
+        {
+            "CROUPIER_AMQP_URL": with_vhost(RABBITMQ_URL, "croupier-no-such-vhost"),
+            **SERVE_ON_SQLITE,
+        },
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_a_bad_service_configuration_is_one_line_and_exit_2(case: Case, tmp_path: Path) -> None:
+    (tmp_path / "feed.jsonl").write_text("")
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("CROUPIER_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "croupier.cli", *case.args],
+        cwd=tmp_path,
+        env={**environment, **case.env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    *logs, line = done.stderr.splitlines()
+    assert done.returncode == 2, done.stderr
+    assert case.message in line, done.stderr
+    assert all(json.loads(log)["logger"] for log in logs), done.stderr
+    assert "Traceback" not in done.stderr and SECRET not in done.stdout + done.stderr
