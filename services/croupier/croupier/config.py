@@ -118,15 +118,12 @@ _current: Settings | None = None
 
 
 def settings() -> Settings:
-    """The settings of this process, read on first use (``croupier`` reads them at start)."""
-    global _current
-    if _current is None:
-        _current = load_settings()
-    return _current
+    """The settings ``croupier`` read at start; outside a command, read afresh each call."""
+    return _current if _current is not None else load_settings()
 
 
 def use_settings(chosen: Settings | None) -> None:
-    """Make ``chosen`` the settings of this process (None: read them again on next use)."""
+    """Make ``chosen`` the settings of this process (None: read them on every use)."""
     global _current
     _current = chosen
 
