@@ -5,7 +5,7 @@ PostgreSQL) holds at least 1,000,000 settlement results and is kept between runs
 built once: a studio feed of ``BASE_ROUNDS`` rounds (shared hands of 40 players and a
 seven-box table, both games) is settled through the real settler and projected into the
 rounds read model; then its ledger events and read-model rows are copied under new table
-(and round) ids until the target is reached. The copies reuse the base rows' hashes and
+(round and player) ids until the target is reached. The copies reuse the base rows' hashes and
 leave out the jackpot meter streams, so the bench ledger's hash chain does not verify and
 its positions have gaps: it is a bench database, never projected again, nothing else.
 
@@ -138,6 +138,16 @@ _COPY_ROWS = {
 }
 
 
+# Ids carry the table id's prefix (players too, e.g. ``hb00000-1-classic-p7``).
+_SHIFTED: Final = {
+    "table_id": "replace(table_id, $2, $3)",
+    "round_id": "replace(round_id, $2, $3)",
+    "player_id": "replace(player_id, $2, $3)",
+    "wagers": "replace(wagers, $2, $3)",
+    "position": "position + $1",
+}
+
+
 async def _copy_until(pool: asyncpg.Pool, target: int) -> None:
     """Copy the base rounds under new table ids until the read model holds ``target``."""
     async with pool.acquire() as conn:
@@ -156,10 +166,8 @@ async def _copy_until(pool: asyncpg.Pool, target: int) -> None:
             async with conn.transaction():
                 await conn.execute(_COPY_EVENTS, shift, BASE_PREFIX, prefix, base)
                 for table, columns in _COPY_ROWS.items():
-                    shifted = (
-                        columns.replace("table_id", "replace(table_id, $2, $3)")
-                        .replace("round_id", "replace(round_id, $2, $3)")
-                        .replace("position", "position + $1")
+                    shifted = ", ".join(
+                        _SHIFTED.get(column, column) for column in columns.split(", ")
                     )
                     await conn.execute(
                         f"INSERT INTO {table} ({columns}) SELECT {shifted} FROM {table} "

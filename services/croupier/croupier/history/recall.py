@@ -18,6 +18,7 @@ Who sees what:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Final
 
@@ -160,6 +161,7 @@ class _Fold:
         self.closed_position: int | None = None
         self.void_reason: str | None = None
         self.wagers: list[Wager] = []
+        self.bets: dict[str, Wager] = {}
         self.decisions: list[Decision] = []
         self.hole: dict[str, list[str]] = {}
         self.dealer: list[str] = []
@@ -173,29 +175,32 @@ class _Fold:
 
     def add(self, fact: RecordedEvent) -> None:
         event: Mapping[str, Any] = fact.data.get("event") or {}
-        entry = Timeline(
-            position=fact.position,
-            version=fact.version,
-            fact=fact.type,
-            event_type=event.get("event_type"),
-            seq=event.get("seq"),
-            occurred_at=event.get("occurred_at"),
-            recorded_at=fact.recorded_at.isoformat(),
-            summary="",
-            code=fact.data.get("code"),
-            reason=fact.data.get("reason"),
-            hash=fact.hash,
-            prev_hash=fact.prev_hash,
-        )
         if fact.type == ACCEPTED:
-            entry = self._accept(event, fact, entry)
+            about = self._accept(event, fact)
         elif fact.type in (SETTLED, VOIDED):
-            entry = self._close(event, fact, entry)
+            about = self._close(event, fact)
         else:
-            entry = entry.model_copy(update={"summary": _event_summary(event)})
-        self.timeline.append(entry)
+            about = _About(_event_summary(event))
+        self.timeline.append(
+            Timeline(
+                position=fact.position,
+                version=fact.version,
+                fact=fact.type,
+                event_type=event.get("event_type"),
+                seq=event.get("seq"),
+                occurred_at=event.get("occurred_at"),
+                recorded_at=fact.recorded_at.isoformat(),
+                summary=about.summary,
+                player_id=about.player_id,
+                bet_id=about.bet_id,
+                code=fact.data.get("code"),
+                reason=fact.data.get("reason"),
+                hash=fact.hash,
+                prev_hash=fact.prev_hash,
+            )
+        )
 
-    def _accept(self, event: Mapping[str, Any], fact: RecordedEvent, entry: Timeline) -> Timeline:
+    def _accept(self, event: Mapping[str, Any], fact: RecordedEvent) -> _About:
         kind, payload = event.get("event_type"), event.get("payload") or {}
         if kind == "round.opened":
             self.game = payload["game"]
@@ -203,13 +208,17 @@ class _Fold:
             self.opened_at = event["occurred_at"]
         elif kind == "bet.placed":
             wager = Wager(**{k: payload[k] for k in Wager.placed_fields()}, placed_by="bet")
-            self.wagers.append(wager)
-            return _about(entry, f"{wager.spot} {wager.amount}", wager.player_id, wager.bet_id)
+            self._add_wager(wager)
+            return _About(f"{wager.spot} {wager.amount}", wager.player_id, wager.bet_id)
         elif kind == "cards.dealt":
             self._deal(payload)
         elif kind == "decision.made":
-            return self._decide(payload, entry)
-        return entry.model_copy(update={"summary": _event_summary(event)})
+            return self._decide(payload)
+        return _About(_event_summary(event))
+
+    def _add_wager(self, wager: Wager) -> None:
+        self.wagers.append(wager)
+        self.bets[wager.bet_id] = wager
 
     def _deal(self, payload: Mapping[str, Any]) -> None:
         target, cards = payload["target"], list(payload["cards"])
@@ -222,8 +231,8 @@ class _Fold:
         else:
             self.burns += cards
 
-    def _decide(self, payload: Mapping[str, Any], entry: Timeline) -> Timeline:
-        ante = next((w for w in self.wagers if w.bet_id == payload["ante_bet_id"]), None)
+    def _decide(self, payload: Mapping[str, Any]) -> _About:
+        ante = self.bets.get(payload["ante_bet_id"])
         assert ante is not None, "an accepted decision names an accepted ante"
         decision = Decision(
             ante_bet_id=ante.bet_id,
@@ -237,7 +246,7 @@ class _Fold:
         self.decisions.append(decision)
         if decision.bet_id is not None and decision.amount is not None:
             spot = _PLAY_SPOTS.get((decision.stage, decision.action), decision.action)
-            self.wagers.append(
+            self._add_wager(
                 Wager(
                     bet_id=decision.bet_id,
                     player_id=ante.player_id,
@@ -251,9 +260,9 @@ class _Fold:
         summary = f"{decision.stage} {decision.action}"
         if decision.amount is not None:
             summary += f" {decision.amount}"
-        return _about(entry, summary, ante.player_id, ante.bet_id)
+        return _About(summary, ante.player_id, ante.bet_id)
 
-    def _close(self, event: Mapping[str, Any], fact: RecordedEvent, entry: Timeline) -> Timeline:
+    def _close(self, event: Mapping[str, Any], fact: RecordedEvent) -> _About:
         data = fact.data
         self.status = "settled" if fact.type == SETTLED else "voided"
         self.closed_at = event.get("occurred_at")
@@ -280,8 +289,9 @@ class _Fold:
         ]
         self.jackpot = [MeterMovement.model_validate(m) for m in data.get("jackpot") or []]
         self.postings = [Posting.model_validate(p) for p in data.get("postings") or []]
-        summary = "round settled" if fact.type == SETTLED else f"round voided: {self.void_reason}"
-        return entry.model_copy(update={"summary": summary})
+        return _About(
+            "round settled" if fact.type == SETTLED else f"round voided: {self.void_reason}"
+        )
 
     def finish(self, facts: Sequence[RecordedEvent]) -> RoundRecall:
         boxes = sorted(self.hole.items(), key=lambda item: _box_order(item[0]))
@@ -321,8 +331,13 @@ _PLAY_SPOTS: Final = {
 }
 
 
-def _about(entry: Timeline, summary: str, player_id: str, bet_id: str) -> Timeline:
-    return entry.model_copy(update={"summary": summary, "player_id": player_id, "bet_id": bet_id})
+@dataclass(frozen=True, slots=True)
+class _About:
+    """What a fact's timeline entry says, and whose wager it is about."""
+
+    summary: str
+    player_id: str | None = None
+    bet_id: str | None = None
 
 
 def _event_summary(event: Mapping[str, Any]) -> str:
