@@ -13,6 +13,7 @@ import sys
 from typing import Any
 
 import uvicorn
+import uvloop
 
 from croupier.config import Settings, settings
 from croupier.errors import CommandError
@@ -56,7 +57,8 @@ def run(args: argparse.Namespace) -> int:
         f"reading {mask_url(chosen.database_url)}",
         file=sys.stderr,
     )
-    asyncio.run(serve(open_store(chosen.database_url), auth, args.host, chosen.web_port))
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(serve(open_store(chosen.database_url), auth, args.host, chosen.web_port))
     return 0
 
 
