@@ -20,12 +20,17 @@ run: $(STAMP)
 test: $(STAMP) tools
 	$(BIN)/pytest
 
-## tools: what the tests need besides Python (promtool checks the Prometheus rules in deploy/)
+## tools: what the tests need besides Python (promtool checks the Prometheus rules in deploy/;
+## headless Chromium and chromedriver load the history pages)
 tools:
 	@command -v promtool >/dev/null || { \
 	  echo "make test: promtool is missing; the deploy/ tests check the Prometheus rules with it."; \
 	  echo "  Debian/Ubuntu: sudo apt-get update && sudo apt-get install -y prometheus"; \
 	  echo "  elsewhere: put promtool from https://prometheus.io/download/ on PATH"; \
+	  exit 2; }
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { \
+	  echo "make test: chromium or chromedriver is missing; the browser tests load the history pages."; \
+	  echo "  Debian/Ubuntu: sudo apt-get update && sudo apt-get install -y chromium chromium-driver"; \
 	  exit 2; }
 
 test-unit: $(STAMP)

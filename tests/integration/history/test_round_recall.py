@@ -113,6 +113,9 @@ async def test_a_player_of_one_box_sees_only_that_box(web: Web) -> None:
 
     assert [b["box"] for b in body["cards"]["boxes"]] == ["2"]
     assert player_ids(body) == {"p3"}
+    for other_boxes_card in ("As", "Ad", "Kh", "Qh"):  # boxes 1 and 3 are p1's
+        assert other_boxes_card not in str(body)
+    assert {t["box"] for t in body["timeline"]} <= {"2", None}
     assert body["totals"] == [
         {"player_id": "p3", "currency": "EUR", "stake": 100, "returned": 0, "net": -100}
     ]

@@ -125,6 +125,7 @@ class Timeline(_Model):
     summary: str
     player_id: str | None = None
     bet_id: str | None = None
+    box: str | None = None
     code: str | None = None
     reason: str | None = None
     hash: str | None = None

@@ -108,16 +108,18 @@ def for_viewer(round_: RoundRecall, viewer: Viewer) -> RoundRecall | None:
             "timeline": [
                 t.model_copy(update={"hash": None, "prev_hash": None})
                 for t in round_.timeline
-                if t.fact in (ACCEPTED, SETTLED, VOIDED) and _visible(t, me, mine)
+                if t.fact in (ACCEPTED, SETTLED, VOIDED) and _visible(t, me, mine, boxes)
             ],
             "verification": None,
         }
     )
 
 
-def _visible(entry: Timeline, me: str, mine: set[str]) -> bool:
+def _visible(entry: Timeline, me: str, mine: set[str], boxes: set[str]) -> bool:
     if entry.player_id is not None and entry.player_id != me:
         return False
+    if entry.box is not None and entry.box not in boxes:
+        return False  # another player's box: its cards are theirs
     return entry.bet_id is None or entry.bet_id in mine
 
 
@@ -193,6 +195,7 @@ class _Fold:
                 summary=about.summary,
                 player_id=about.player_id,
                 bet_id=about.bet_id,
+                box=about.box,
                 code=fact.data.get("code"),
                 reason=fact.data.get("reason"),
                 hash=fact.hash,
@@ -209,9 +212,10 @@ class _Fold:
         elif kind == "bet.placed":
             wager = Wager(**{k: payload[k] for k in Wager.placed_fields()}, placed_by="bet")
             self._add_wager(wager)
-            return _About(f"{wager.spot} {wager.amount}", wager.player_id, wager.bet_id)
+            return _About(f"{wager.spot} {wager.amount}", wager.player_id, wager.bet_id, wager.box)
         elif kind == "cards.dealt":
             self._deal(payload)
+            return _About(_event_summary(event), box=payload.get("box"))
         elif kind == "decision.made":
             return self._decide(payload)
         return _About(_event_summary(event))
@@ -260,7 +264,7 @@ class _Fold:
         summary = f"{decision.stage} {decision.action}"
         if decision.amount is not None:
             summary += f" {decision.amount}"
-        return _About(summary, ante.player_id, ante.bet_id)
+        return _About(summary, ante.player_id, ante.bet_id, ante.box)
 
     def _close(self, event: Mapping[str, Any], fact: RecordedEvent) -> _About:
         data = fact.data
@@ -338,6 +342,7 @@ class _About:
     summary: str
     player_id: str | None = None
     bet_id: str | None = None
+    box: str | None = None
 
 
 def _event_summary(event: Mapping[str, Any]) -> str:
