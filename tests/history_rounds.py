@@ -5,6 +5,7 @@
   hearts beats the dealer's pair of Kings.
 - ``boxes``: Texas Hold'em Plus, three boxes: p1 on boxes 1 and 3, p3 on box 2 (folds);
   box 3 makes a Royal Flush.
+- ``jackpot``: Casino Hold'em (progressive), p4 and p5 with jackpot bets on one hand.
 - ``voided``: Casino Hold'em, p1's ante refunded.
 """
 
@@ -12,13 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from croupier_feeds import CH_CLASSIC, THP, RoundFeed, line
+from croupier_feeds import CH_CLASSIC, CH_PROGRESSIVE, THP, RoundFeed, line
 
 from croupier.ledger import Ledger
 from croupier.settler import Inbound, Settler
 
 TABLE_CH = "ch-1"
 TABLE_THP = "thp-1"
+TABLE_JACKPOT = "ch-jp"
 
 
 def shared_round(round_id: str = "r-shared") -> RoundFeed:
@@ -57,6 +59,25 @@ def boxes_round(round_id: str = "r-boxes") -> RoundFeed:
     feed.cards("board", "4s")
     feed.cards("board", "3c")
     feed.cards("dealer", "9s 9c")
+    feed.completed()
+    return feed
+
+
+def jackpot_round(round_id: str = "r-jackpot") -> RoundFeed:
+    """Casino Hold'em (progressive): p4 and p5 share a hand and each stake the jackpot;
+    the flop makes a Flush, which pays the jackpot bet 50 to 1 (a fixed line, not the meter).
+    """
+    feed = RoundFeed(TABLE_JACKPOT, round_id)
+    feed.opened(CH_PROGRESSIVE)
+    for player, ante in (("p4", "a4"), ("p5", "a5")):
+        feed.bet(ante, "ante", 100, player=player)
+        feed.bet(f"j{ante[1]}", "jackpot", 100, player=player)
+    feed.hole("Qh Th")
+    feed.cards("dealer", "As Kd")
+    feed.cards("board", "2h 7h 9h")
+    feed.decide("a4", "flop", "call", "c4", 200)
+    feed.decide("a5", "flop", "fold")
+    feed.cards("board", "Kc 3d")
     feed.completed()
     return feed
 

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 import jwt
 import pytest
-from history_rounds import boxes_round, settle, shared_round, voided_round
+from history_rounds import boxes_round, jackpot_round, settle, shared_round, voided_round
 from integration.conftest import connect_postgres, scratch_database
 
 from croupier.history.app import create_app
@@ -95,7 +95,7 @@ async def web_fixture(
 async def _web(url: str) -> AsyncIterator[Web]:
     async with open_ledger(url) as ledger, AsyncExitStack() as stack:
         await ledger.migrate()
-        await settle(ledger, [shared_round(), boxes_round(), voided_round()])
+        await settle(ledger, [shared_round(), boxes_round(), voided_round(), jackpot_round()])
         projector = Projector(ledger, open_store_for(ledger), load_projections())
         await projector.setup()  # makes croupier_reader on PostgreSQL
         await projector.catch_up()

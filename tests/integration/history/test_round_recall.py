@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from history_rounds import TABLE_CH, TABLE_THP
+from history_rounds import TABLE_CH, TABLE_JACKPOT, TABLE_THP
 from history_web import Web, player_token, web_fixture  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.integration
@@ -171,6 +171,29 @@ async def test_compliance_sees_both_games(web: Web) -> None:
         body = await get(web, path, web.as_compliance())
         assert body["game"] == game
         assert body["closed_position"] == body["verification"]["head_position"]
+
+
+async def test_staff_see_the_jackpot_meter_move_and_a_player_sees_only_their_win(
+    web: Web,
+) -> None:
+    path = f"/v1/rounds/{TABLE_JACKPOT}/r-jackpot"
+    staff = await get(web, path, web.as_compliance())
+    [meter] = staff["jackpot"]
+    assert (meter["currency"], meter["before"], meter["contributed"], meter["awarded"]) == (
+        "EUR",
+        5_000_000,
+        40,
+        0,
+    )
+    assert meter["after"] == meter["before"] + meter["contributed"]
+    jackpot = [p["amount"] for p in staff["postings"] if p["account"] == "jackpot"]
+    assert jackpot == [40] and sum(p["amount"] for p in staff["postings"]) == 0
+
+    p4 = await get(web, path, web.as_player("p4"))
+    assert p4["jackpot"] == [] and p4["postings"] == []
+    assert player_ids(p4) == {"p4"}
+    won = {r["bet_id"]: (r["returned"], r["why"]) for r in p4["results"]}
+    assert won["j4"] == (5100, "Jackpot won: Flush pays 50 to 1")
 
 
 # -- who may not see -----------------------------------------------------------------------
