@@ -29,6 +29,7 @@ COMMANDS = (
     "migrate",
     "verify",
     "project",
+    "reconcile",
     "par",
     "odds",
     "contracts",

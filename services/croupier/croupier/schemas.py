@@ -22,9 +22,10 @@ from croupier.contract import (
     Rejection,
     SettlementResult,
 )
+from croupier.reconcile.contract import ReconciliationReport, WalletTransaction
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
-MANAGED_DIRS = ("feed", "settlement", "replay")
+MANAGED_DIRS = ("feed", "settlement", "replay", "wallet", "reconcile")
 #: The history API's OpenAPI document (``croupier web`` serves the same at /openapi.json).
 OPENAPI = "web/openapi.json"
 
@@ -63,6 +64,8 @@ def schema_builders() -> dict[str, Callable[[], JsonSchemaValue]]:
         "feed/event.schema.json": _event_union_schema,
         "settlement/settlement-result.schema.json": _model_schema(SettlementResult),
         "replay/rejection.schema.json": _model_schema(Rejection),
+        "wallet/wallet-transaction.schema.json": _model_schema(WalletTransaction),
+        "reconcile/reconciliation-report.schema.json": _model_schema(ReconciliationReport),
     }
     for event_type, model in EVENT_MODELS.items():
         builders[f"feed/{event_type}.schema.json"] = _model_schema(model)

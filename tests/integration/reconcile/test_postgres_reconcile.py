@@ -1,0 +1,68 @@
+"""The reconciliation suite against the real PostgreSQL, and a wallet kept in PostgreSQL."""
+
+from __future__ import annotations
+
+import csv
+import json
+from datetime import datetime
+from pathlib import Path
+
+import asyncpg
+import pytest
+from reconcile_suite import (
+    ReconcileSuite,
+    cli,
+    feed,
+    found_keys,
+    planted_keys,
+    settle_feed,
+    write_wallet,
+)
+
+from studio.wallet import COLUMNS, WalletFaults
+
+pytestmark = pytest.mark.integration
+
+
+class TestPostgresReconcile(ReconcileSuite):
+    @pytest.fixture
+    def ledger_url(self, postgres_database: str) -> str:
+        return postgres_database
+
+
+async def test_a_wallet_kept_in_postgresql_reconciles_like_its_file(
+    postgres_database: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settled = await settle_feed(postgres_database, feed(rounds=40))
+    wallet = tmp_path / "wallet.csv"
+    planted = write_wallet(settled, wallet, WalletFaults(drop_credit=1, change_amount=1))
+    conn = await asyncpg.connect(postgres_database)
+    try:
+        await conn.execute(
+            "CREATE TABLE wallet_transactions (transaction_id text, kind text, "
+            "message_id text, table_id text, round_id text, bet_id text, player_id text, "
+            "currency text, amount bigint, occurred_at timestamptz, note text)"
+        )
+        with wallet.open() as handle:
+            rows = list(csv.DictReader(handle))
+        await conn.copy_records_to_table(
+            "wallet_transactions",
+            records=[
+                (
+                    *(r[c] or None for c in COLUMNS[:8]),
+                    int(r["amount"]),
+                    datetime.fromisoformat(r["occurred_at"]),
+                    "extra columns are ignored",
+                )
+                for r in rows
+            ],
+        )
+    finally:
+        await conn.close()
+    capsys.readouterr()  # what settling the feed logged
+    base = ["reconcile", "--ledger", postgres_database, "--wallet", postgres_database, "--json"]
+    for extra in ([], ["--wallet-query", "SELECT * FROM wallet_transactions WHERE amount > 0"]):
+        assert await cli([*base, *extra]) == 1
+        report = json.loads(capsys.readouterr().out)
+        assert found_keys(report["discrepancies"]) == planted_keys(planted)
+        assert report["wallet"]["rows"] == len(rows)

@@ -1,0 +1,328 @@
+"""The reconciliation suite every ledger adapter must pass (SQLite and PostgreSQL).
+
+A subclass provides ``ledger_url`` (a fresh ledger per test). The ledger is filled by
+settling a simulated studio feed (voids, wrong calls and late bets among it) through the
+real settler; the wallet log is written by the studio's wallet from that feed and the
+settlement results, honest or misbehaving on request; the report must find exactly what
+the wallet planted, and nothing else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import io
+import json
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from croupier.cli import main
+from croupier.ledger import open_ledger
+from croupier.projection import open_store
+from croupier.reconcile import Reconciliation, Summary, as_dict, resolve_period
+from croupier.reconcile.wallet import BadRow, WalletRow, read_file
+from croupier.replay import replay
+from studio.config import Faults, StudioConfig, parse_table_specs
+from studio.feed import simulate
+from studio.message import FeedMessage
+from studio.wallet import Planted, WalletFaults, WalletLog
+
+TABLES = ("classic:shared=6", "royal-20:boxes=3", "progressive:shared=6", "standard:shared=6")
+#: Discrepancies where the ledger expected a movement the wallet did not make as recorded.
+EXPECTED_BY_LEDGER = (
+    "missing_in_wallet",
+    "wager_without_debit",
+    "amount_mismatch",
+    "currency_mismatch",
+)
+SCHEMA = Path(__file__).parents[1] / "contracts/reconcile/reconciliation-report.schema.json"
+
+
+@dataclass
+class Settled:
+    """A ledger filled from a feed: the feed's messages and the results written."""
+
+    url: str
+    messages: list[FeedMessage]
+    results: list[dict[str, Any]]
+    rejected: set[str]
+
+
+def feed(rounds: int = 80, seed: int = 11) -> list[FeedMessage]:
+    config = StudioConfig(
+        tables=parse_table_specs(list(TABLES), prefix="rc"),
+        rounds=rounds,
+        seed=seed,
+        timeout_rate=0.05,
+        side_bet_rate=0.4,
+        faults=Faults(void=0.06, wrong_call=0.06, late_bet=0.06, redelivery=0.03),
+    )
+    return list(simulate(config))
+
+
+async def settle_feed(url: str, messages: list[FeedMessage]) -> Settled:
+    async with open_ledger(url) as ledger:
+        await ledger.migrate()
+        out = io.StringIO()
+        await replay([m.body for m in messages], ledger, out, io.StringIO(), batch_size=120)
+        await Reconciliation.prepare_ledger(ledger)
+        async with open_store(ledger).session() as session:
+            rows = await session.fetch("SELECT event_id FROM rejected_wagers")
+    results = [json.loads(line) for line in out.getvalue().splitlines()]
+    return Settled(url, messages, results, {event_id for (event_id,) in rows})
+
+
+def write_wallet(
+    settled: Settled, path: Path, faults: WalletFaults | None = None, seed: int = 3
+) -> list[Planted]:
+    """The wallet's log of the whole feed; what it planted."""
+    with WalletLog(path, faults, seed=seed) as wallet:
+        for message in settled.messages:
+            wallet.debit(message, rejected=message.event_id in settled.rejected)
+        for result in settled.results:
+            wallet.credit(result)
+    assert not wallet.unused, f"the feed gave no row for {wallet.unused}"
+    return wallet.planted
+
+
+def planted_keys(planted: list[Planted]) -> set[tuple[str, str]]:
+    out = set()
+    for p in planted:
+        where = p.message_id if p.wager is None else "/".join(p.wager)
+        out.add((p.finds, where or ""))
+    return out
+
+
+def found_keys(discrepancies: list[dict[str, Any]]) -> set[tuple[str, str]]:
+    out = set()
+    for d in discrepancies:
+        if d["message_id"]:
+            where = d["message_id"]
+        else:
+            where = f"{d['table_id']}/{d['round_id']}/{d['bet_id']}"
+        out.add((d["kind"], where))
+    return out
+
+
+async def rows_of(path: Path) -> AsyncIterator[WalletRow | BadRow]:
+    for row in read_file(path):
+        yield row
+
+
+async def reconcile(
+    url: str, wallet: Path, positions: tuple[int, int] | None = None
+) -> tuple[Summary, list[dict[str, Any]], list[tuple[str, str, int]]]:
+    async with open_ledger(url) as ledger:
+        head = await Reconciliation.prepare_ledger(ledger)
+        period = await resolve_period(ledger, head, positions=positions)
+        async with open_store(ledger).session() as session:
+            reconciliation = Reconciliation(session, Summary(period, 0))
+            summary = await reconciliation.run(rows_of(wallet))
+            found = [as_dict(d) async for d in reconciliation.discrepancies()]
+            players = [p async for p in reconciliation.player_differences()]
+    return summary, found, players
+
+
+async def cli(argv: list[str]) -> int:
+    """``croupier ARGV`` (it runs its own event loop, so in a thread)."""
+    return await asyncio.to_thread(main, argv)
+
+
+class ReconcileSuite:
+    """Reconciliation on one database; subclasses supply ``ledger_url``."""
+
+    @pytest.fixture
+    def ledger_url(self) -> str:
+        raise NotImplementedError
+
+    @pytest.fixture
+    async def settled(self, ledger_url: str) -> Settled:
+        return await settle_feed(ledger_url, feed())
+
+    async def test_an_honest_wallet_matches_everything(
+        self, settled: Settled, tmp_path: Path
+    ) -> None:
+        wallet = tmp_path / "wallet.csv"
+        assert write_wallet(settled, wallet) == []
+        summary, found, players = await reconcile(settled.url, wallet)
+        assert found == [] and players == []
+        assert summary.ok and summary.bad_row_count == 0
+        credited = [r for r in settled.results if r["returned_total"] > 0]
+        matched = {c: m for c, m in summary.matched.items()}
+        assert sum(
+            m.get("credit", [0])[0] + m.get("refund", [0])[0] for m in matched.values()
+        ) == len(credited)
+        debits = sum(1 for _ in read_file(wallet)) - len(credited)
+        assert sum(m["debit"][0] for m in matched.values()) == debits > 0
+        for currency, kinds in matched.items():
+            returned = sum(r["returned_total"] for r in credited if r["currency"] == currency)
+            assert kinds.get("credit", [0, 0])[1] + kinds.get("refund", [0, 0])[1] == returned
+        assert any("refund" in m for m in matched.values())  # voided rounds were refunded
+
+    @pytest.mark.parametrize("fault", list(WalletFaults.__dataclass_fields__))
+    async def test_each_misbehaviour_is_found_and_nothing_else(
+        self, settled: Settled, tmp_path: Path, fault: str
+    ) -> None:
+        wallet = tmp_path / "wallet.jsonl"
+        planted = write_wallet(settled, wallet, WalletFaults(**{fault: 3}))
+        assert len(planted) == 3
+        summary, found, players = await reconcile(settled.url, wallet)
+        assert found_keys(found) == planted_keys(planted)
+        assert len(found) == 3 and not summary.ok
+        assert players and all(difference != 0 for _, _, difference in players)
+
+    async def test_every_misbehaviour_at_once(self, settled: Settled, tmp_path: Path) -> None:
+        wallet = tmp_path / "wallet.csv"
+        faults = WalletFaults(**dict.fromkeys(WalletFaults.__dataclass_fields__, 2))
+        planted = write_wallet(settled, wallet, faults, seed=9)
+        summary, found, players = await reconcile(settled.url, wallet)
+        assert found_keys(found) == planted_keys(planted)
+        assert summary.finding_count == len(planted) == 14
+        net: dict[tuple[str, str], int] = {}
+        for d in found:  # what the wallet did to each balance, less what the ledger says
+            sign = -1 if d["movement"] == "debit" else 1
+            if d["wallet_amount"] is not None:
+                key = (d["player_id"], d["wallet_currency"])
+                net[key] = net.get(key, 0) + sign * d["wallet_amount"]
+            if d["kind"] in EXPECTED_BY_LEDGER:
+                key = (d["player_id"], d["ledger_currency"])
+                net[key] = net.get(key, 0) - sign * d["ledger_amount"]
+        assert {(p, c): v for p, c, v in players} == {k: v for k, v in net.items() if v}
+
+    async def test_a_period_in_the_middle_flags_nothing_outside_it(
+        self, settled: Settled, tmp_path: Path
+    ) -> None:
+        wallet = tmp_path / "wallet.csv"
+        write_wallet(settled, wallet)
+        async with open_ledger(settled.url) as ledger:
+            head = await ledger.last_position()
+        summary, found, _ = await reconcile(settled.url, wallet, (head // 3, 2 * head // 3))
+        assert found == [] and summary.ok
+        assert summary.outside["earlier"] > 0 and summary.outside["later"] > 0
+
+    async def test_a_dropped_credit_before_the_wallets_last_row_is_missing(
+        self, settled: Settled, tmp_path: Path
+    ) -> None:
+        wallet = tmp_path / "wallet.csv"
+        write_wallet(settled, wallet)
+        lines = wallet.read_text().splitlines()
+        last_credit = max(i for i, line in enumerate(lines) if ",credit," in line)
+        dropped = next(csv.reader([lines[last_credit]]))[2]
+        wallet.write_text("\n".join(lines[:last_credit] + lines[last_credit + 1 :]) + "\n")
+        _, found, _ = await reconcile(settled.url, wallet)
+        # the wallet applied other results after this one was settled: it is missing
+        assert [(d["kind"], d["message_id"]) for d in found] == [("missing_in_wallet", dropped)]
+
+    async def test_what_the_cut_off_leaves_unapplied_is_in_transit(
+        self, settled: Settled, tmp_path: Path
+    ) -> None:
+        wallet = tmp_path / "wallet.csv"
+        past = datetime(2001, 1, 1, tzinfo=UTC)  # the wallet's export ended before settling
+        with WalletLog(wallet, WalletFaults(drop_credit=1), clock=lambda: past) as log:
+            for message in settled.messages:
+                log.debit(message, rejected=message.event_id in settled.rejected)
+            for result in settled.results:
+                log.credit(result)
+        (dropped,) = log.planted
+        with wallet.open("a") as out:  # debits for wagers the ledger has not seen (yet)
+            out.write("w-new,debit,,rc-1-classic,r-new,b-new,p1,EUR,500,2999-01-01T00:00:00Z\n")
+            out.write("w-old,debit,,rc-1-classic,r-old,b-old,p1,EUR,500,2001-01-01T00:00:00Z\n")
+        summary, found, players = await reconcile(settled.url, wallet)
+        kinds = {(d["kind"], d["message_id"] or d["bet_id"]) for d in found}
+        assert kinds == {
+            ("in_transit", dropped.message_id),
+            ("in_transit", "b-new"),
+            ("debit_without_wager", "b-old"),
+        }
+        assert summary.finding_count == 1
+        assert players == [("p1", "EUR", -500)]
+
+    async def test_the_cli_reports_json_csv_and_exit_codes(
+        self, settled: Settled, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        wallet = tmp_path / "wallet.csv"
+        planted = write_wallet(settled, wallet, WalletFaults(drop_credit=1, debit_rejected=1))
+        with wallet.open("a") as out:
+            out.write("w-bad,credit,m-1,,,,p1,EUR,-5,2024-05-01T00:00:00Z\n")
+        exceptions = tmp_path / "out" / "exceptions.csv"
+        args = ["reconcile", "--wallet", str(wallet), "--ledger", settled.url]
+        assert await cli([*args, "--json", "--csv", str(exceptions)]) == 1
+        report = json.loads(capsys.readouterr().out)
+        jsonschema.validate(report, json.loads(SCHEMA.read_text()))
+        assert found_keys(report["discrepancies"]) == planted_keys(planted)
+        bad = report["wallet"]["bad_rows"]
+        assert bad == [{"line": len(wallet.read_text().splitlines()), "reason": bad[0]["reason"]}]
+        assert "amount" in bad[0]["reason"]
+        with exceptions.open() as handle:
+            assert len(list(csv.DictReader(handle))) == 2
+        assert report["ledger"]["last_hash"] == report["ledger"]["head_hash"]
+        assert (
+            await cli(
+                [
+                    "verify",
+                    "--ledger",
+                    settled.url,
+                    "--anchor",
+                    f"{report['ledger']['last_position']}:{report['ledger']['last_hash']}",
+                ]
+            )
+            == 0
+        )
+        honest = tmp_path / "honest.jsonl"
+        write_wallet(settled, honest)
+        assert await cli(["reconcile", "--wallet", str(honest), "--ledger", settled.url]) == 0
+        text = capsys.readouterr().out
+        assert "everything matches" in text
+        assert (
+            await cli(
+                ["reconcile", "--wallet", str(tmp_path / "none.csv"), "--ledger", settled.url]
+            )
+            == 2
+        )
+        assert await cli([*args, "--positions", "5:999999999"]) == 2
+        assert "ledger holds" in capsys.readouterr().err
+
+    async def test_sigkill_during_a_reconciliation_changes_nothing(
+        self, settled: Settled, tmp_path: Path
+    ) -> None:
+        wallet = tmp_path / "wallet.csv"
+        write_wallet(settled, wallet, WalletFaults(drop_credit=2, double_credit=2))
+        big = tmp_path / "big.csv"  # long enough to be killed in the middle
+        lines = wallet.read_text().splitlines()
+        with big.open("w") as out:
+            out.write(lines[0] + "\n")
+            for copy in range(40):
+                for line in lines[1:]:
+                    out.write(f"c{copy}-{line}\n")
+        command = [sys.executable, "-m", "croupier.cli", "reconcile", "--ledger", settled.url]
+        for delay in (0.5, 1.0, 2.0):
+            process = subprocess.Popen(
+                [*command, "--wallet", str(big), "--csv", str(tmp_path / "x.csv")],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            await asyncio.sleep(delay)
+            process.send_signal(signal.SIGKILL)
+            assert process.wait() == -signal.SIGKILL, "it ended before the kill: nothing proven"
+        assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".x.csv")] == []
+        assert not (tmp_path / "x.csv").exists()
+        done = subprocess.run(
+            [*command, "--wallet", str(wallet), "--json"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 1, done.stderr
+        _, found, _ = await reconcile(settled.url, wallet)
+        report = json.loads(done.stdout)
+        assert report["discrepancies"] == found
+        assert len(found) == 4
