@@ -253,7 +253,7 @@ class ReconcileSuite:
         planted = write_wallet(settled, wallet, WalletFaults(drop_credit=1, debit_rejected=1))
         with wallet.open("a") as out:
             out.write("w-bad,credit,m-1,,,,p1,EUR,-5,2024-05-01T00:00:00Z\n")
-        exceptions = tmp_path / "out" / "exceptions.csv"
+        exceptions = tmp_path / "exceptions.csv"
         args = ["reconcile", "--wallet", str(wallet), "--ledger", settled.url]
         assert await cli([*args, "--json", "--csv", str(exceptions)]) == 1
         report = json.loads(capsys.readouterr().out)

@@ -14,8 +14,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from croupier.console import add_json_argument, add_ledger_argument, ledger_at, ledger_of
-from croupier.console import bounded_int, output_file
+from croupier.console import (
+    add_json_argument,
+    add_ledger_argument,
+    bounded_int,
+    ledger_at,
+    ledger_of,
+    output_file,
+)
 from croupier.errors import CommandError, ExitCode, reaching
 from croupier.ledger import LedgerError
 from croupier.progress import Progress
@@ -136,9 +142,7 @@ async def _reconcile(args: argparse.Namespace) -> Summary:
                 summary = Summary(period, args.lag)
                 reconciliation = Reconciliation(session, summary)
                 with Progress("wallet rows", "rows", stream=sys.stderr) as progress:
-                    await reconciliation.run(
-                        _counted(rows, progress) if progress.live else rows
-                    )
+                    await reconciliation.run(_counted(rows, progress) if progress.live else rows)
                 if args.csv is not None:
                     await write_csv(args.csv, reconciliation)
                 if args.json:
