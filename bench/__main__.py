@@ -16,6 +16,7 @@ MODULES = (
     "bench.replay",
     "bench.service",
     "bench.history",
+    "bench.logs",
 )
 
 

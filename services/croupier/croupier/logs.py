@@ -35,22 +35,25 @@ def configure_logging(level: str = "INFO", stream: TextIO | None = None) -> None
         structlog.stdlib.add_logger_name,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
+    rendering: list[Processor] = [
+        structlog.processors.format_exc_info,
+        _mask_secrets,
+        structlog.processors.JSONRenderer(),
+    ]
+    # Croupier's own lines are rendered by structlog and handed over finished; the stdlib
+    # handler renders the libraries' records with the same processors. The level is the
+    # root logger's, read on every call, so cached loggers follow a new configuration.
     structlog.configure(
-        processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        processors=[structlog.stdlib.filter_by_level, *shared, *rendering, _finished],
         logger_factory=structlog.stdlib.LoggerFactory(),
-        wrapper_class=structlog.make_filtering_bound_logger(number),
-        cache_logger_on_first_use=False,
+        wrapper_class=structlog.stdlib.BoundLogger,
+        cache_logger_on_first_use=True,
     )
     handler = logging.StreamHandler(stream) if stream else _Stderr()
     handler.setFormatter(
-        structlog.stdlib.ProcessorFormatter(
+        _JsonFormatter(
             foreign_pre_chain=shared,
-            processors=[
-                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
-                structlog.processors.format_exc_info,
-                _mask_secrets,
-                structlog.processors.JSONRenderer(),
-            ],
+            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *rendering],
         )
     )
     root = logging.getLogger()
@@ -59,6 +62,23 @@ def configure_logging(level: str = "INFO", stream: TextIO | None = None) -> None
     for name in _QUIET_LIBRARIES:
         logging.getLogger(name).setLevel(max(number, logging.WARNING))
     logging.captureWarnings(True)
+
+
+_FINISHED = "croupier_finished"
+
+
+def _finished(_logger: Any, _method: str, line: Any) -> tuple[Any, ...]:
+    """Hand the rendered line to the stdlib logger, marked as finished."""
+    return (line,), {"extra": {_FINISHED: True}}
+
+
+class _JsonFormatter(structlog.stdlib.ProcessorFormatter):
+    """Croupier's lines as they come (already JSON); every other record rendered as JSON."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        if getattr(record, _FINISHED, False):
+            return str(record.msg)
+        return super().format(record)
 
 
 class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
