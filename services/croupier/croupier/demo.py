@@ -135,7 +135,7 @@ async def run_demo(rounds: int, seed: int | None, say: Say, *, embedded: bool = 
             player = _a_player(config)
             say(f"game history of {player}: {site.page_for(player)}")
             try:
-                await _play(config, messages, bus, chosen, wallet, service, say)
+                await _play(config, messages, bus, chosen, wallet, service, start, say)
             finally:
                 await service.stop()
         totals, closed = await _ledger_totals(ledger, start, wallet.tables)
@@ -288,6 +288,7 @@ async def _play(
     settings: Settings,
     wallet: Wallet,
     service: Service,
+    start: int,
     say: Say,
 ) -> None:
     say(f"studio: {len(config.tables)} tables, {config.rounds} rounds, {len(messages)} events")
@@ -298,21 +299,73 @@ async def _play(
         publishing = asyncio.create_task(_publish_in_process(bus, messages, sent))
     else:
         publishing = asyncio.create_task(_publish_amqp(messages, settings.amqp_url, wallet, sent))
+    closing = _Closing(service.ledger, start, wallet.tables, dealt_rounds(messages))
     async with _feed_backlog(bus, settings) as feed_backlog:
         while True:
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(TICK)
             backlog = await feed_backlog()
             pending = len(await service.ledger.pending_outbox(1))
+            moved = await closing.follow()
             elapsed = time.perf_counter() - started
             say(
                 f"  {elapsed:5.1f}s  rounds paid {len(wallet.rounds):>5}/{config.rounds}"
                 f"  results paid {len(wallet.seen):>6}  feed backlog {backlog:>6}"
             )
-            if sent.is_set() and backlog == 0 and pending == 0 and service.consumer.healthy:
-                await asyncio.sleep(0.5)  # results confirmed by the broker may still be coming
+            idle = sent.is_set() and backlog == 0 and pending == 0 and not moved
+            if (idle and closing.done(wallet)) or closing.stalled(idle):
                 wallet.settled.set()
                 await publishing
                 return
+
+
+TICK = 0.5  # seconds between progress lines
+QUIET_TICKS = 2  # ticks without a new ledger event before the demo may end
+STALL_TICKS = 60  # ticks without one after which it ends anyway, and the audit says why
+
+
+class _Closing:
+    """Follows the ledger while the demo plays: which of this run's rounds have closed.
+
+    The demo ends when every round dealt without a fault has closed, every closed round is
+    paid, and the ledger has been quiet a moment (faulted rounds get that moment to close);
+    or when nothing has moved for :data:`STALL_TICKS` ticks.
+    """
+
+    def __init__(
+        self, ledger: Ledger, after: int, prefix: str, dealt: dict[RoundKey, set[str]]
+    ) -> None:
+        self.ledger = ledger
+        self.stream_prefix = f"round:{prefix}"
+        self.must_close = {key for key, faults in dealt.items() if not faults - {"redelivery"}}
+        self.closed: set[RoundKey] = set()
+        self.after = after
+        self.quiet = 0
+
+    async def follow(self) -> bool:
+        """Read what the ledger appended since; whether anything was."""
+        moved = False
+        while page := await self.ledger.read_all(self.after, 5000):
+            self.after, moved = page[-1].position, True
+            for record in page:
+                if record.type in (SETTLED, VOIDED) and record.stream.startswith(
+                    self.stream_prefix
+                ):
+                    event = record.data["event"]
+                    self.closed.add((event["table_id"], event["round_id"]))
+        self.quiet = 0 if moved else self.quiet + 1
+        return moved
+
+    def done(self, wallet: Wallet) -> bool:
+        """Every round that must close has, each closed round is paid, all quiet."""
+        return (
+            self.quiet >= QUIET_TICKS
+            and self.must_close <= self.closed
+            and self.closed <= wallet.rounds
+        )
+
+    def stalled(self, idle: bool) -> bool:
+        """Nothing has moved for long: stop and let the audit say what is missing."""
+        return idle and self.quiet >= STALL_TICKS
 
 
 async def _publish_in_process(
