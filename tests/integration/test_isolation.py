@@ -6,10 +6,10 @@ import asyncio
 
 import aio_pika
 import pytest
+from aio_pika.exceptions import AMQPError
 from conftest import (
     POSTGRES_URL,
     connect_postgres,
-    rabbitmqctl,
     scratch_database,
     scratch_vhost,
     with_database,
@@ -51,5 +51,6 @@ async def test_what_a_test_publishes_goes_with_its_vhost() -> None:
             await asyncio.sleep(0.2)
             held = await channel.declare_queue("croupier.feed", passive=True)
             assert held.declaration_result.message_count == 1
-    vhosts = await asyncio.to_thread(rabbitmqctl, "list_vhosts", "--silent")
-    assert name not in vhosts.split()
+    with pytest.raises(AMQPError, match=r"Connection\.Close"):  # gone, and all it held
+        await aio_pika.connect(url, timeout=10)
+    assert name.startswith("croupier-test-")
