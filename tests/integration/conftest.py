@@ -13,7 +13,7 @@ import json
 import subprocess
 import urllib.request
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from urllib.parse import quote, urlsplit, urlunsplit
 
@@ -22,6 +22,9 @@ import asyncpg
 import pytest
 import service_discovery
 from aio_pika.exceptions import AMQPError
+from private_services import PrivatePostgres, PrivateRabbitMQ
+from private_services import private_postgres as start_private_postgres
+from private_services import private_rabbitmq as start_private_rabbitmq
 
 from croupier.urls import host_port, mask_url
 
@@ -195,3 +198,20 @@ async def amqp_vhost() -> AsyncIterator[str]:
     """A fresh RabbitMQ vhost for one test; deleted afterwards. Yields its AMQP URL."""
     async with scratch_vhost() as url:
         yield url
+
+
+# -- private instances, for tests that restart, kill or pause a service ---------------------
+
+
+@pytest.fixture
+def private_postgres() -> Iterator[PrivatePostgres]:
+    """A PostgreSQL cluster of this test's own (see ``private_services``)."""
+    with start_private_postgres() as instance:
+        yield instance
+
+
+@pytest.fixture
+def private_rabbitmq() -> Iterator[PrivateRabbitMQ]:
+    """A RabbitMQ node of this test's own (see ``private_services``)."""
+    with start_private_rabbitmq() as instance:
+        yield instance

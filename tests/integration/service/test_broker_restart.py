@@ -1,8 +1,8 @@
 """RabbitMQ restarts under the running service: it reconnects by itself and loses nothing.
 
-The restart is real (``rabbitmqctl stop_app`` / ``start_app``), which stops every vhost of
-the broker for a few seconds; the test keeps it short and always starts the broker again.
-A lighter variant only closes the service's connections to its own vhost.
+The broker is a private node the test starts itself (``private_services``), never the
+developer's: the restart is real (``rabbitmqctl stop`` of the node, then a new start of it
+on the same ports and mnesia). A lighter variant only closes the service's connections.
 """
 
 from __future__ import annotations
@@ -10,11 +10,10 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from urllib.parse import unquote, urlsplit
 
 import pytest
 from aio_pika.exceptions import AMQPError
-from conftest import rabbitmqctl
+from private_services import PrivateRabbitMQ
 from service_harness import (
     Wallet,
     assert_one_closure_per_round,
@@ -38,10 +37,15 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-async def service(amqp_vhost: str, postgres_database: str) -> AsyncIterator[Service]:
-    """The service on the test's vhost and database, its probes on a free port."""
-    await prepare_broker(amqp_vhost)
-    async with open_ledger(postgres_database) as ledger, serving(ledger, amqp_vhost) as running:
+async def service(
+    private_rabbitmq: PrivateRabbitMQ, postgres_database: str
+) -> AsyncIterator[Service]:
+    """The service on the private broker and the test's database, probes on a free port."""
+    await prepare_broker(private_rabbitmq.url)
+    async with (
+        open_ledger(postgres_database) as ledger,
+        serving(ledger, private_rabbitmq.url) as running,
+    ):
         yield running
 
 
@@ -62,19 +66,25 @@ async def publish_when_up(messages: Sequence[FeedMessage], url: str, timeout: fl
             await asyncio.sleep(1)
 
 
-async def restart_broker(while_down: Callable[[], Awaitable[None]]) -> None:
-    """Stop the broker's application and start it again, whatever happens in between."""
+async def restart_broker(
+    broker: PrivateRabbitMQ, while_down: Callable[[], Awaitable[None]]
+) -> None:
+    """Stop the node and start it again, whatever happens in between."""
     try:
-        await asyncio.to_thread(rabbitmqctl, "stop_app", timeout=120)
+        await asyncio.to_thread(broker.stop)
         await while_down()
     finally:
-        await asyncio.to_thread(rabbitmqctl, "start_app", timeout=120)
-        await asyncio.to_thread(rabbitmqctl, "await_startup", timeout=120)
+        await asyncio.to_thread(broker.start)
 
 
 async def _play_through(
-    service: Service, amqp_vhost: str, postgres_database: str, interruption: str, prefix: str
+    service: Service,
+    broker: PrivateRabbitMQ,
+    postgres_database: str,
+    interruption: str,
+    prefix: str,
 ) -> None:
+    amqp_vhost = broker.url
     messages = studio_feed(prefix, 60, seed=31)
     half = len(messages) // 2
     wallet = Wallet(amqp_vhost)
@@ -90,10 +100,11 @@ async def _play_through(
         return status == 503 and "broker: NOT READY" in text
 
     if interruption == "restart":
-        await restart_broker(lambda: eventually(not_ready, 30, "/readyz says the broker is down"))
+        await restart_broker(
+            broker, lambda: eventually(not_ready, 30, "/readyz says the broker is down")
+        )
     else:
-        vhost = unquote(urlsplit(amqp_vhost).path[1:])
-        await asyncio.to_thread(rabbitmqctl, "close_all_connections", "-p", vhost, "test")
+        await asyncio.to_thread(broker.ctl, "close_all_connections", "-p", "/", "test")
 
     await eventually(ready, 90, "the service is ready again after the broker came back")
     await publish_when_up(messages[half:], amqp_vhost)
@@ -104,12 +115,12 @@ async def _play_through(
 
 
 async def test_the_service_recovers_by_itself_from_a_broker_restart(
-    service: Service, amqp_vhost: str, postgres_database: str
+    service: Service, private_rabbitmq: PrivateRabbitMQ, postgres_database: str
 ) -> None:
-    await _play_through(service, amqp_vhost, postgres_database, "restart", "restart")
+    await _play_through(service, private_rabbitmq, postgres_database, "restart", "restart")
 
 
 async def test_the_service_recovers_when_the_broker_drops_its_connection(
-    service: Service, amqp_vhost: str, postgres_database: str
+    service: Service, private_rabbitmq: PrivateRabbitMQ, postgres_database: str
 ) -> None:
-    await _play_through(service, amqp_vhost, postgres_database, "close", "dropped")
+    await _play_through(service, private_rabbitmq, postgres_database, "close", "dropped")
