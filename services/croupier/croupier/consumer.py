@@ -45,8 +45,11 @@ _TRANSIENT: Final = (
     asyncpg.TooManyConnectionsError,
     # Administrator shutdown or restart, a terminated backend, a dropped database (57xxx).
     asyncpg.OperatorInterventionError,
-    # What connecting raises while the database refuses connections (ALLOW_CONNECTIONS).
+    # What connecting raises while the database refuses connections (ALLOW_CONNECTIONS);
+    # also the append lock not granted within lock_timeout (55P03).
     asyncpg.ObjectNotInPrerequisiteStateError,
+    # This instance hung inside a transaction and the server ended it (25P03).
+    asyncpg.IdleInTransactionSessionTimeoutError,
 )
 
 

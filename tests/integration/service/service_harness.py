@@ -11,14 +11,21 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
+import socket
+import subprocess
+import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import aio_pika
+import asyncpg
 from aio_pika.exceptions import AMQPError
 from unit.croupier.test_replay import Bet, Result, Table, reference
 
@@ -323,3 +330,81 @@ def metric(text: str, name: str) -> float:
         if row.startswith(f"{name} "):
             return float(row.split()[1])
     raise AssertionError(f"no sample {name} in /metrics")
+
+
+# -- `croupier serve` as its own process ------------------------------------------------------
+
+
+class ServeProcess:
+    """One ``croupier serve`` process, its probe port and its log file."""
+
+    def __init__(self, database_url: str, amqp_url: str, log: Path, max_batch: int) -> None:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = int(probe.getsockname()[1])
+        env = {
+            **os.environ,
+            "CROUPIER_DATABASE_URL": database_url,
+            "CROUPIER_AMQP_URL": amqp_url,
+            "CROUPIER_HTTP_PORT": str(self.port),
+            "CROUPIER_LOG_LEVEL": "INFO",
+        }
+        self.log = log
+        with log.open("ab") as out:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "croupier.cli", "serve", "--max-batch", str(max_batch)],
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+
+    def tail(self) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-30:])
+
+    async def ready(self, timeout: float = 60) -> None:
+        async def answers() -> bool:
+            assert self.process.poll() is None, f"croupier serve exited:\n{self.tail()}"
+            try:
+                return (await http_get(self.port, "/readyz", timeout=5))[0] == 200
+            except OSError:
+                return False
+
+        await eventually(answers, timeout, "croupier serve is ready")
+
+    async def exit_code(self, timeout: float = 60) -> int:
+        try:
+            return await asyncio.to_thread(self.process.wait, timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            raise AssertionError(
+                f"croupier serve did not exit in {timeout}s:\n{self.tail()}"
+            ) from None
+
+
+@contextmanager
+def serve_process(
+    database_url: str, amqp_url: str, log: Path, max_batch: int = 1000
+) -> Iterator[ServeProcess]:
+    """A ``croupier serve`` process, killed on the way out if the test left it running."""
+    served = ServeProcess(database_url, amqp_url, log, max_batch)
+    try:
+        yield served
+    finally:
+        if served.process.poll() is None:
+            os.kill(served.process.pid, signal.SIGCONT)  # if a test left it paused
+            served.process.kill()
+            served.process.wait(30)
+
+
+async def closed_rounds(database_url: str) -> int:
+    """How many rounds the ledger has settled or voided (0 before its first migration)."""
+    connection = await asyncpg.connect(database_url, timeout=10)
+    try:
+        count = await connection.fetchval(
+            "SELECT count(*) FROM events WHERE type = ANY($1::text[])", [SETTLED, VOIDED]
+        )
+    except asyncpg.UndefinedTableError:
+        return 0
+    finally:
+        await connection.close()
+    return int(count)

@@ -10,114 +10,35 @@ and publishes the outbox: what is left in the feed queue is only work never comm
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import socket
-import subprocess
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import aio_pika
-import asyncpg
 import pytest
 from aio_pika.abc import AbstractIncomingMessage
 from service_harness import (
     Wallet,
     assert_one_closure_per_round,
     assert_postings_balance,
+    closed_rounds,
     closures,
     eventually,
     expected_results,
-    http_get,
     ledger_events,
     ledger_returned,
     played_tables,
     prepare_broker,
     round_streams,
+    serve_process,
     studio_feed,
     wallet_paid,
 )
 
 from croupier.bus import FEED_QUEUE
 from croupier.ledger import open_ledger
-from croupier.round import SETTLED, VOIDED
 from studio.publisher import publish
 
 pytestmark = pytest.mark.integration
-
-
-class Served:
-    """One ``croupier serve`` process, its probe port and its log file."""
-
-    def __init__(self, database_url: str, amqp_url: str, log: Path, max_batch: int) -> None:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = int(probe.getsockname()[1])
-        env = {
-            **os.environ,
-            "CROUPIER_DATABASE_URL": database_url,
-            "CROUPIER_AMQP_URL": amqp_url,
-            "CROUPIER_HTTP_PORT": str(self.port),
-            "CROUPIER_LOG_LEVEL": "INFO",
-        }
-        self.log = log
-        with log.open("ab") as out:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "croupier.cli", "serve", "--max-batch", str(max_batch)],
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-
-    def tail(self) -> str:
-        return "\n".join(self.log.read_text(errors="replace").splitlines()[-30:])
-
-    async def ready(self, timeout: float = 60) -> None:
-        async def answers() -> bool:
-            assert self.process.poll() is None, f"croupier serve exited:\n{self.tail()}"
-            try:
-                return (await http_get(self.port, "/readyz", timeout=5))[0] == 200
-            except OSError:
-                return False
-
-        await eventually(answers, timeout, "croupier serve is ready")
-
-    async def exit_code(self, timeout: float = 60) -> int:
-        try:
-            return await asyncio.to_thread(self.process.wait, timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            raise AssertionError(
-                f"croupier serve did not exit in {timeout}s:\n{self.tail()}"
-            ) from None
-
-
-@contextmanager
-def serving(database_url: str, amqp_url: str, log: Path, max_batch: int = 1000) -> Iterator[Served]:
-    """A ``croupier serve`` process, killed on the way out if the test left it running."""
-    served = Served(database_url, amqp_url, log, max_batch)
-    try:
-        yield served
-    finally:
-        if served.process.poll() is None:
-            served.process.kill()
-            served.process.wait(30)
-
-
-async def closed_rounds(database_url: str) -> int:
-    """How many rounds the ledger has settled or voided (0 before its first migration)."""
-    connection = await asyncpg.connect(database_url, timeout=10)
-    try:
-        count = await connection.fetchval(
-            "SELECT count(*) FROM events WHERE type = ANY($1::text[])", [SETTLED, VOIDED]
-        )
-    except asyncpg.UndefinedTableError:
-        return 0
-    finally:
-        await connection.close()
-    return int(count)
 
 
 async def pending_results(database_url: str) -> int:
@@ -136,7 +57,7 @@ async def test_sigkill_mid_stream_then_restart_settles_every_round_once(
     wallet = Wallet(amqp_vhost)
     log = tmp_path / "serve.log"
 
-    with serving(postgres_database, amqp_vhost, log, max_batch=20) as first:
+    with serve_process(postgres_database, amqp_vhost, log, max_batch=20) as first:
         await first.ready()
         await eventually(
             lambda: _at_least(postgres_database, 10), 90, "ten rounds settled", every=0.05
@@ -146,7 +67,7 @@ async def test_sigkill_mid_stream_then_restart_settles_every_round_once(
     killed_at = await closed_rounds(postgres_database)
     assert 0 < killed_at < len(tables), "the kill should land mid-stream"
 
-    with serving(postgres_database, amqp_vhost, log) as second:
+    with serve_process(postgres_database, amqp_vhost, log) as second:
         await second.ready()
         await wallet.wait_for(expected, timeout=120)
         await eventually(
@@ -188,7 +109,9 @@ async def test_sigterm_stops_gracefully_and_acknowledges_what_it_committed(
     assert await publish(messages, amqp_vhost) == len(messages)
     wallet = Wallet(amqp_vhost)
 
-    with serving(postgres_database, amqp_vhost, tmp_path / "serve.log", max_batch=20) as served:
+    with serve_process(
+        postgres_database, amqp_vhost, tmp_path / "serve.log", max_batch=20
+    ) as served:
         await served.ready()
         await eventually(
             lambda: _at_least(postgres_database, 5), 90, "five rounds settled", every=0.05

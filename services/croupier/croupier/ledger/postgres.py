@@ -14,6 +14,15 @@ faster one was read). The same lock makes the hash chain's predecessor well defi
 
 READ COMMITTED is required: each statement takes a fresh snapshot, so the head is read
 after the lock is granted. Under REPEATABLE READ the snapshot would predate the wait.
+
+Why a hung instance cannot hold the ledger
+------------------------------------------
+Every session runs with :data:`SESSION_LIMITS`: a transaction whose client stopped talking
+(SIGSTOP, a partition) is ended by the server after ``idle_in_transaction_session_timeout``,
+a statement after ``statement_timeout``, and a wait for the append lock gives up after
+``lock_timeout`` (the caller retries). So the append lock is free again within seconds of
+an instance hanging. Each limit can be set in the URL's query, e.g.
+``postgresql://host/db?lock_timeout=2s``; migrations run without limits.
 """
 
 from __future__ import annotations
@@ -22,8 +31,8 @@ import asyncio
 import json
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, TypeAlias
-from urllib.parse import urlsplit, urlunsplit
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
+from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 import asyncpg
 
@@ -79,6 +88,26 @@ _INSERT_OUTBOX = """
 """
 
 
+#: Server settings of every session unless the URL's query sets them (see the docstring).
+SESSION_LIMITS: Final = {
+    "lock_timeout": "5s",
+    "idle_in_transaction_session_timeout": "5s",
+    "statement_timeout": "10s",
+}
+#: The client gives up on a server that answers nothing (paused, partitioned) after this.
+COMMAND_TIMEOUT: Final = 20.0
+
+
+# A migration may rewrite a large table, or wait for another instance's migration.
+_UNLIMITED: Final = "SET LOCAL lock_timeout = 0; SET LOCAL statement_timeout = 0"
+
+
+def session_settings(url: str) -> dict[str, str]:
+    """The :data:`SESSION_LIMITS` that ``url`` does not set itself."""
+    named = parse_qs(urlsplit(url).query)
+    return {name: value for name, value in SESSION_LIMITS.items() if name not in named}
+
+
 class PostgresLedger(Ledger):
     """The ledger in PostgreSQL; the pool is created on first use."""
 
@@ -95,13 +124,18 @@ class PostgresLedger(Ledger):
         async with self._pool_lock:
             if self._pool is None:
                 self._pool = await asyncpg.create_pool(
-                    self.url, min_size=self._min_size, max_size=self._max_size
+                    self.url,
+                    min_size=self._min_size,
+                    max_size=self._max_size,
+                    server_settings=session_settings(self.url),
+                    command_timeout=COMMAND_TIMEOUT,
                 )
         return self._pool
 
     async def migrate(self) -> list[str]:
         applied: list[str] = []
         async with (await self.pool()).acquire() as conn, conn.transaction():
+            await conn.execute(_UNLIMITED)
             await conn.execute("SELECT pg_advisory_xact_lock($1)", MIGRATE_LOCK)
             await conn.execute(
                 "CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, "
