@@ -1,4 +1,12 @@
-"""Replay: settle a recorded feed (JSONL) through the same settler the live service runs."""
+"""Replay: settle a recorded feed (JSONL) through the same settler the live service runs.
+
+Memory is bounded whatever the feed's size: lines are read as they are settled, one batch
+decided while the previous one commits; settled and voided rounds leave memory once
+committed; at most :data:`OPEN_ROUNDS` open rounds stay in memory (older ones are read back
+from the ledger when their next event comes; the end-of-feed summary lists the ones in
+memory). Only rounds an earlier run closed are remembered, by name, so that their results
+are read back once.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +15,7 @@ import json
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import Any, Final, TextIO
 
 import structlog
 
@@ -25,6 +33,8 @@ from croupier.settler import (
 )
 
 log = structlog.get_logger("croupier.replay")
+#: Open rounds kept in memory during a replay (the live service's default too).
+OPEN_ROUNDS: Final = 50_000
 
 
 @dataclass
@@ -39,7 +49,6 @@ class ReplaySummary:
     duplicates: int = 0
     wagered: Counter[str] = field(default_factory=Counter)
     returned: Counter[str] = field(default_factory=Counter)
-    closed_streams: set[str] = field(default_factory=set)
     read_back: int = 0
 
     def render(self) -> str:
@@ -94,7 +103,7 @@ async def replay(
     batch_size: int = 2000,
 ) -> ReplaySummary:
     """Settle every line; write results and rejections; return the summary."""
-    with fewer_collections():  # every round of the feed stays in memory
+    with fewer_collections():  # many rounds in memory: open ones, and a batch's
         return await _replay(lines, ledger, results, rejections, batch_size)
 
 
@@ -105,9 +114,9 @@ async def _replay(
     rejections: TextIO,
     batch_size: int,
 ) -> ReplaySummary:
-    settler = Settler(ledger, cache_rounds=10**9)
+    settler = Settler(ledger, cache_rounds=OPEN_ROUNDS)
     summary = ReplaySummary()
-    held_lines: dict[str, int] = {}
+    out = _Output(results, rejections, summary, await ledger.last_position())
     batch: list[Inbound] = []
     committing: asyncio.Task[BatchReport] | None = None
 
@@ -117,7 +126,7 @@ async def _replay(
         decided = await settler.decide(batch)
         batch.clear()
         if committing is not None:
-            _record(await committing, summary, results, rejections, held_lines)
+            out.record(await committing)
         committing = asyncio.create_task(settler.commit(decided))
 
     try:
@@ -129,13 +138,12 @@ async def _replay(
         if batch:
             await flush()
         if committing is not None:
-            _record(await committing, summary, results, rejections, held_lines)
+            out.record(await committing)
             committing = None
     finally:
         if committing is not None:  # a failure elsewhere: let the commit in flight end
             await asyncio.gather(committing, return_exceptions=True)
-    _record(await settler.reject_unopened(), summary, results, rejections, held_lines)
-    _record(await _settled_before(settler, summary), summary, results, rejections, held_lines)
+    out.record(await settler.reject_unopened())
     summary.open = {
         state.stream: state.waiting_for or ""
         for state in settler.rounds
@@ -144,43 +152,38 @@ async def _replay(
     return summary
 
 
-async def _settled_before(settler: Settler, summary: ReplaySummary) -> BatchReport:
-    """Rounds of this feed the ledger had already closed: their results, read back.
+@dataclass
+class _Output:
+    """Writes what committed batches report: results, rejections and the summary."""
 
-    Replaying a feed twice writes the same results, not an empty file.
-    """
-    streams = [
-        state.stream
-        for state in settler.rounds
-        if state.status is not Status.OPEN and state.stream not in summary.closed_streams
-    ]
-    recorded = await settler.ledger.read_streams(streams) if streams else {}
-    closed = [
-        next(r for r in reversed(records) if r.type in (SETTLED, VOIDED))
-        for records in recorded.values()
-    ]
-    summary.read_back = len(closed)
-    results = [result for r in closed for result in settlement_results(r.data, r.position)]
-    return BatchReport(closed=closed, results=results)
+    results: TextIO
+    rejections: TextIO
+    summary: ReplaySummary
+    #: The ledger's last position before the replay: closures up to it are an earlier run's.
+    earlier: int
+    held_lines: dict[str, int] = field(default_factory=dict)
+    read_back: set[str] = field(default_factory=set)
 
-
-def _record(
-    report: BatchReport,
-    summary: ReplaySummary,
-    results: TextIO,
-    rejections: TextIO,
-    held_lines: dict[str, int],
-) -> None:
-    for handled in report.handled:
-        _count(handled, summary, rejections, held_lines)
-    for closed in report.closed:
-        summary.closed_streams.add(closed.stream)
-        summary.settled += closed.type == SETTLED
-        summary.voided += closed.type == VOIDED
-    for result in report.results:
-        summary.wagered[result["currency"]] += result["stake_total"]
-        summary.returned[result["currency"]] += result["returned_total"]
-        results.write(_result_line(result))
+    def record(self, report: BatchReport) -> None:
+        for handled in report.handled:
+            _count(handled, self.summary, self.rejections, self.held_lines)
+        closed = list(report.closed)
+        results = list(report.results)
+        # Rounds an earlier run closed: their results once, read back (replaying a feed
+        # twice writes the same results, not an empty file).
+        for record in report.found_closed:
+            if record.position <= self.earlier and record.stream not in self.read_back:
+                self.read_back.add(record.stream)
+                self.summary.read_back += 1
+                closed.append(record)
+                results += settlement_results(record.data, record.position)
+        for record in closed:
+            self.summary.settled += record.type == SETTLED
+            self.summary.voided += record.type == VOIDED
+        for result in results:
+            self.summary.wagered[result["currency"]] += result["stake_total"]
+            self.summary.returned[result["currency"]] += result["returned_total"]
+            self.results.write(_result_line(result))
 
 
 # Compact UTF-8 JSON in the body's (the contract's) field order: the text
@@ -199,8 +202,10 @@ def _count(
         summary.duplicates += 1
     elif handled.verdict == "held" and handled.event_id:
         held_lines[handled.event_id] = handled.ref
+    elif handled.verdict == "accepted" and not handled.ref and handled.event_id:
+        held_lines.pop(handled.event_id, None)  # released
     elif handled.verdict == "rejected":
-        line = handled.ref or held_lines.get(handled.event_id or "", 0)
+        line = handled.ref or held_lines.pop(handled.event_id or "", 0)
         summary.rejected[handled.code or "unknown"] += 1
         rejection = Rejection(
             line=max(line, 1), event_id=handled.event_id, reason=handled.reason or ""

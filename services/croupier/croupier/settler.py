@@ -28,7 +28,7 @@ from croupier.contract import (
 )
 from croupier.ledger import Ledger, NewEvent, OutboxMessage, RecordedEvent, StreamAppend
 from croupier.logs import context_ids
-from croupier.round import HELD, REJECTED, SETTLED, VOIDED, Fact, Round, stream_name
+from croupier.round import HELD, REJECTED, SETTLED, VOIDED, Fact, Round, Status, stream_name
 from holdem import PayTable, PayTableError, load_paytable
 
 REJECTIONS_STREAM: Final = "rejections"
@@ -70,6 +70,8 @@ class BatchReport:
     handled: list[Handled] = field(default_factory=list)
     closed: list[RecordedEvent] = field(default_factory=list)
     results: list[ResultBody] = field(default_factory=list)
+    #: The closing facts of rounds the batch read back from the ledger already closed.
+    found_closed: list[RecordedEvent] = field(default_factory=list)
 
 
 def message_id(table_id: str, round_id: str, player_id: str, currency: str) -> str:
@@ -121,14 +123,17 @@ class Settler:
 
     def __init__(self, ledger: Ledger, *, cache_rounds: int = 50_000) -> None:
         self.ledger = ledger
-        self._rounds: OrderedDict[str, tuple[Round, int]] = OrderedDict()
+        # stream -> (round, version, number of the last decided batch that touched it)
+        self._rounds: OrderedDict[str, tuple[Round, int, int]] = OrderedDict()
+        self._decided = 0
         self._meters: dict[str, tuple[int, int]] = {}
         self._cache_rounds = cache_rounds
 
     @property
     def rounds(self) -> list[Round]:
-        """The rounds in memory (recently touched ones)."""
-        return [state for state, _ in self._rounds.values()]
+        """The rounds in memory: open ones, the most recently touched (up to the cache size),
+        and closed ones until the batch that closed them is committed."""
+        return [state for state, _, _ in self._rounds.values()]
 
     async def handle(self, batch: Sequence[Inbound]) -> BatchReport:
         """Decide and record a batch; returns once its facts are committed."""
@@ -142,7 +147,8 @@ class Settler:
         if a commit fails, everything decided after it must be dropped: the settler
         forgets, and a retry reads the rounds back from the ledger.
         """
-        work = Decided()
+        self._decided += 1
+        work = Decided(number=self._decided)
         try:
             parsed = [_parse(message) for message in batch]
             await self._load_rounds([e for e in parsed if not isinstance(e, ContractError)], work)
@@ -162,24 +168,33 @@ class Settler:
             self.forget()
             raise
         for stream, state in work.rounds.items():
-            self._remember(stream, state, work.versions[stream])
+            self._remember(stream, state, work.versions[stream], work.number)
         for key, level in work.meters.items():
             self._meters[key] = (level, work.versions[key])
         return work
 
     async def commit(self, work: Decided) -> BatchReport:
-        """Record a decided batch in one ledger transaction; its report once committed."""
+        """Record a decided batch in one ledger transaction; its report once committed.
+
+        Rounds the batch leaves settled or voided leave memory then: a late duplicate
+        reads its round back from the ledger, so memory holds open rounds only.
+        """
         try:
             await self._commit(work)
         except BaseException:
             self.forget()
             raise
+        for stream, state in work.rounds.items():
+            # Unless a batch decided since (not committed yet) touched the round again.
+            cached = self._rounds.get(stream)
+            if state.status is not Status.OPEN and cached is not None and cached[2] == work.number:
+                del self._rounds[stream]
         return work.report
 
     async def reject_unopened(self) -> BatchReport:
         """At the end of a recorded feed: reject what waits for a round that never opened."""
         work = Decided()
-        for stream, (state, version) in list(self._rounds.items()):
+        for stream, (state, version, _) in list(self._rounds.items()):
             if state.table is not None or not state.held:
                 continue
             work.rounds[stream] = state
@@ -242,15 +257,17 @@ class Settler:
             if cached is None:
                 missing[stream] = Round(event.table_id, event.round_id)
             else:
-                work.rounds[stream], work.versions[stream] = cached
+                work.rounds[stream], work.versions[stream], _ = cached
         recorded = await self.ledger.read_streams(list(missing)) if missing else {}
         for stream, state in missing.items():
             for record in recorded[stream]:
                 state.apply(Fact(record.type, record.data, record.key))
+                if record.type in (SETTLED, VOIDED):
+                    work.report.found_closed.append(record)
             work.rounds[stream], work.versions[stream] = state, len(recorded[stream])
 
-    def _remember(self, stream: str, state: Round, version: int) -> None:
-        self._rounds[stream] = (state, version)
+    def _remember(self, stream: str, state: Round, version: int, number: int) -> None:
+        self._rounds[stream] = (state, version, number)
         self._rounds.move_to_end(stream)
         while len(self._rounds) > self._cache_rounds:
             self._rounds.popitem(last=False)
@@ -336,6 +353,7 @@ def meter_stream(paytable_id: str, currency: str) -> str:
 class Decided:
     """A decided batch: the facts, versions and outbox messages its commit will write."""
 
+    number: int = 0  # in the order batches are decided
     report: BatchReport = field(default_factory=BatchReport)
     rounds: dict[str, Round] = field(default_factory=dict)
     versions: dict[str, int] = field(default_factory=dict)

@@ -316,3 +316,33 @@ async def test_a_malformed_message_repeated_in_and_across_batches_is_kept_once(
     assert [h.verdict for h in report.handled] == ["rejected", "rejected", "accepted"]
     kept = await ledger.read_stream(REJECTIONS_STREAM)
     assert [r.data["raw"] for r in kept] == [first, second]
+
+
+async def test_settled_rounds_leave_memory_once_committed_and_open_ones_stay(
+    ledger: Ledger,
+) -> None:
+    settler = Settler(ledger)
+    played = [ch_round(RoundFeed(round_id=f"r{n}")) for n in range(3)]
+    half = ch_round(RoundFeed(round_id="open"))[:4]
+    await settler.handle(inbound([*[e for r in played for e in r], *half]))
+
+    assert [state.round_id for state in settler.rounds] == ["open"]
+    late = await settler.handle(inbound(played[0][-1:]))  # a redelivery, read back
+    assert [h.verdict for h in late.handled] == ["duplicate"]
+    assert [state.round_id for state in settler.rounds] == ["open"]
+
+
+async def test_a_closed_round_stays_in_memory_while_a_later_batch_on_it_commits(
+    ledger: Ledger,
+) -> None:
+    settler = Settler(ledger)
+    f = RoundFeed(round_id="r1")
+    events = ch_round(f)
+    first = await settler.decide(inbound(events))
+    # Decided before the first commits: a late bet on the closed round, rejected.
+    second = await settler.decide(inbound([f.bet("late")], first_ref=100))
+    await settler.commit(first)
+    assert [state.round_id for state in settler.rounds] == ["r1"]
+    report = await settler.commit(second)
+    assert [h.verdict for h in report.handled] == ["rejected"]
+    assert settler.rounds == []
