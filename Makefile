@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test test-unit test-integration test-slow bench bench-history lint typecheck contracts par services clean tools
+.PHONY: run test test-unit test-integration test-slow chaos bench bench-history lint typecheck contracts par services clean tools
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,10 @@ test-integration: $(STAMP)
 ## test-slow: exhaustive runs (all 133,784,560 seven-card hands, full PAR recomputation)
 test-slow: $(STAMP)
 	$(BIN)/pytest -m slow
+
+## chaos: the money path under the hostile corpus and faults, full form (the short form runs in `make test`)
+chaos: $(STAMP)
+	CROUPIER_CHAOS=full $(BIN)/pytest -s tests/chaos/test_chaos.py
 
 ## bench: throughput figures against the named anchors, measured in the same run
 bench: $(STAMP)
