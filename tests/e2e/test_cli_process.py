@@ -23,6 +23,8 @@ def start(args: list[str], cwd: Path, **env: str) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # Ctrl-C reaches the command even when this runs in a background job (which ignores it).
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
 
 
@@ -67,3 +69,20 @@ def test_serve_logs_json_only_and_never_the_password(tmp_path: Path) -> None:
     assert {"croupier.service", "aiormq.connection"} <= {line["logger"] for line in lines}, err
     assert all({"timestamp", "level", "logger", "event"} <= line.keys() for line in lines)
     assert SECRET not in out + err and "Traceback" not in err
+
+
+def test_ctrl_c_during_par_write_stops_the_workers_quietly(tmp_path: Path) -> None:
+    # Interrupted seconds into an enumeration of minutes: nothing is computed, nothing written.
+    par = start(
+        ["par", "casino-holdem/classic", "--write", "--processes", "2", "--docs", "docs"],
+        tmp_path,
+    )
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "docs").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)  # the enumeration starts once the sheets' folder is made
+    time.sleep(2)
+    par.send_signal(signal.SIGINT)
+    out, err = par.communicate(timeout=60)
+    assert par.returncode == 130, err
+    assert err.strip() == "croupier par: interrupted", err
+    assert out == "" and not any((tmp_path / "docs").iterdir())

@@ -81,6 +81,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as done:  # --help, --version, or a usage error already printed
         return int(done.code or 0)
+    except KeyboardInterrupt:
+        print("croupier: interrupted", file=sys.stderr)
+        return ExitCode.INTERRUPTED
     command = f"croupier {args.command}"
     try:
         if problem is not None:
