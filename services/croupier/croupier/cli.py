@@ -18,6 +18,7 @@ from croupier.console import ArgumentParser
 from croupier.errors import CommandError, ExitCode
 from croupier.logs import configure_logging
 from croupier.urls import mask_secrets
+from studio.config import ConfigError as StudioConfigError
 
 # Each module defines ``register(subparsers) -> None``, which adds its parser with
 # ``set_defaults(run=...)``; ``run(args) -> int`` returns the exit status.
@@ -96,6 +97,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         print(f"{command}: {error.line()}", file=sys.stderr)
         return error.code
+    except StudioConfigError as error:  # a studio the options describe cannot play
+        if args.debug:
+            traceback.print_exc()
+        print(f"{command}: {error}; see `{command} --help`", file=sys.stderr)
+        return ExitCode.USAGE
     except KeyboardInterrupt:
         print(f"{command}: interrupted", file=sys.stderr)
         return ExitCode.INTERRUPTED

@@ -154,6 +154,7 @@ CASES = [
         "a card may appear only once",
     ),
     Case("unknown-command", ["deal"], "invalid choice: 'deal'"),
+    Case("demo-negative-rounds", ["demo", "--embedded", "--rounds", "-1"], "rounds must be >= 0"),
 ]
 
 
