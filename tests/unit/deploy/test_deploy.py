@@ -20,7 +20,7 @@ import yaml
 from prometheus_client import Metric
 
 from croupier import bus
-from croupier.config import DEFAULT_HTTP_PORT
+from croupier.config import DEFAULT_HTTP_PORT, Settings
 from croupier.metrics import Metrics
 from holdem import Spot
 
@@ -173,6 +173,18 @@ def test_compose_wires_the_environment_the_code_reads() -> None:
         p.endswith(f"{DEFAULT_HTTP_PORT}:{DEFAULT_HTTP_PORT}")
         for p in services["croupier"]["ports"]
     )
+
+
+def test_compose_runs_the_projector_and_the_read_only_web_service_apart() -> None:
+    services = _load_yaml(DEPLOY / "compose.yaml")["services"]
+    assert services["projector"]["command"] == ["project", "--follow"]
+    assert services["web"]["command"] == ["web"]
+    env = services["web"]["environment"]
+    for name in ("CROUPIER_WEB_PORT", "CROUPIER_PLAYER_TOKEN_SECRET", "CROUPIER_DATABASE_URL"):
+        assert name in env, name
+        assert name.removeprefix("CROUPIER_").lower() in Settings.model_fields, name
+    assert any(p.endswith(f":{env['CROUPIER_WEB_PORT']}") for p in services["web"]["ports"])
+    assert "/healthz" in " ".join(services["web"]["healthcheck"]["test"])
 
 
 def test_compose_starts_things_in_order_of_health() -> None:
