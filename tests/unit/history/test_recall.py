@@ -12,11 +12,12 @@ from history_rounds import TABLE_THP, boxes_round, settle, shared_round
 from croupier.history.app import create_app, openapi_document
 from croupier.history.auth import Authenticator
 from croupier.history.recall import for_viewer, recall, why
-from croupier.history.render import card, money, signed
+from croupier.history.render import card, hand_name, money, signed
 from croupier.history.store import BadCursor, Cursor
 from croupier.history.viewer import Grant, Viewer
 from croupier.ledger import open_ledger
 from croupier.schemas import OPENAPI
+from holdem import evaluate
 
 CONTRACTS = Path(__file__).resolve().parents[3] / "contracts"
 
@@ -70,6 +71,30 @@ def test_cards_are_coloured_by_suit_and_read_out_in_full() -> None:
     assert 'class="card red"' in card("Qh") and 'aria-label="Queen of hearts"' in card("Qh")
     assert 'class="card black"' in card("Tc") and ">10\N{BLACK CLUB SUIT}<" in card("Tc")
     assert "<script>" not in card("<script>")
+
+
+@pytest.mark.parametrize(
+    ("recorded", "said"),
+    [
+        ("Flush, Queen, Ten, Nine, Seven, Two", "Flush, Queen high"),
+        ("High Card, Ace, Jack, Ten, Seven, Four", "Ace high"),
+        ("Pair of Kings, Ace, Nine and Seven kickers", "Pair of Kings"),
+        ("Two Pair, Queens and Nines, Five kicker", "Two Pair, Queens and Nines"),
+        ("Three of a Kind, Aces, Jack and Ten kickers", "Three of a Kind, Aces"),
+        ("Four of a Kind, Sixes, King kicker", "Four of a Kind, Sixes"),
+        ("Straight, Nine high", "Straight, Nine high"),
+        ("Full House, Kings full of Fives", "Full House, Kings full of Fives"),
+        ("Royal Flush", "Royal Flush"),
+    ],
+)
+def test_hand_names_are_what_players_say(recorded: str, said: str) -> None:
+    assert hand_name(recorded) == said
+
+
+def test_every_hand_the_evaluator_describes_gets_a_name() -> None:
+    for cards in ("Qh Th 9h 7h 2h", "As Ac Kd Kh 2c", "2c 3d 4h 5s 6c", "Ah Kd 9c 7s 3h"):
+        described = evaluate(cards).description
+        assert hand_name(described).split(" ")[0].rstrip(",") in described
 
 
 def test_money_is_minor_units_without_floats() -> None:

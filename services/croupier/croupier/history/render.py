@@ -83,6 +83,33 @@ def when(timestamp: str | None) -> str:
     return str(escape(timestamp.replace("T", " ")[:19])) + " UTC"
 
 
+#: How many leading parts of a recorded hand description name the hand (the rest are kickers).
+_NAMING_PARTS: Final = {"Pair": 1, "Two Pair": 2, "Three of a Kind": 2, "Four of a Kind": 2}
+
+
+def hand_name(description: str | None) -> str:
+    """A recorded hand description as players say it: ``"Flush, Queen high"``,
+    ``"Pair of Kings"``, ``"Ace high"``; the rest of the description is its kickers."""
+    if not description:
+        return ""
+    parts = description.split(", ")
+    category = "Pair" if parts[0].startswith("Pair of ") else parts[0]
+    if category in ("Flush", "High Card") and len(parts) > 1:
+        high = f"{parts[1]} high"
+        return high if category == "High Card" else f"Flush, {high}"
+    if category in _NAMING_PARTS:
+        return ", ".join(parts[: _NAMING_PARTS[category]])
+    return description
+
+
 def install(env: Environment) -> None:
     """Register the filters on a Jinja environment."""
-    env.filters.update(card=card, cards=cards, money=money, signed=signed, words=words, when=when)
+    env.filters.update(
+        card=card,
+        cards=cards,
+        money=money,
+        signed=signed,
+        words=words,
+        when=when,
+        hand_name=hand_name,
+    )
