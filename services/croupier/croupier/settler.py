@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from croupier.bus import SETTLEMENTS_EXCHANGE
+from croupier.codes import RejectionCode
 from croupier.contract import (
     BetPlaced,
     ContractError,
@@ -35,6 +36,8 @@ REJECTIONS_STREAM: Final = "rejections"
 METER_MOVED: Final = "jackpot.meter_moved"
 _RESULT_NAMESPACE: Final = uuid.UUID("5f0c1c1e-6a4d-4f51-9d7e-4b8f0e0d2a61")
 _YIELD_EVERY: Final = 128  # messages decided between yields to the event loop
+#: How much of a refused message the ledger keeps (the whole of anything the contract reads).
+MAX_KEPT_BYTES: Final = 64 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,7 +212,7 @@ class Settler:
         """Keep a message that settlement itself fails on, with the error, in the ledger."""
         self.forget()
         reason = f"settlement failed on this message: {error!r}"
-        fact = _raw_rejection(message.body, "poison", reason, None)
+        fact = _raw_rejection(message.body, RejectionCode.POISON, reason, None)
         event = NewEvent(fact.type, fact.data, fact.key)
         await self.ledger.append([StreamAppend(REJECTIONS_STREAM, None, [event])])
         ids = context_ids(message.body)
@@ -219,7 +222,7 @@ class Settler:
             ids.get("event_id"),
             ids.get("table_id"),
             ids.get("round_id"),
-            code="poison",
+            code=RejectionCode.POISON,
             reason=reason,
         )
 
@@ -375,11 +378,11 @@ class Decided:
 
 def _keep_malformed(message: Inbound, error: ContractError, work: Decided) -> Handled:
     """Record a message the contract refuses in the rejections stream (once per batch)."""
-    fact = _raw_rejection(message.body, "contract", str(error), error.event_id)
+    fact = _raw_rejection(message.body, error.code, str(error), error.event_id)
     if fact.key not in work.raw_rejections:  # the same bytes twice in a batch: kept once
         work.raw_rejections.add(fact.key)
         work.add(REJECTIONS_STREAM, fact, expected=None)
-    return Handled(message.ref, "rejected", error.event_id, code="contract", reason=str(error))
+    return Handled(message.ref, "rejected", error.event_id, code=error.code, reason=str(error))
 
 
 def _parse(message: Inbound) -> FeedEvent | ContractError:
@@ -408,11 +411,18 @@ def _handled_fact(fact: Fact, ref: int = 0) -> Handled:
 
 
 def _raw_rejection(body: bytes, code: str, reason: str, event_id: str | None) -> Fact:
+    """The fact keeping a refused message: its text, keyed by code and digest.
+
+    Bytes that are not UTF-8 are kept as U+FFFD. A message over ``MAX_KEPT_BYTES`` is kept
+    cut, with its ``size`` and ``sha256`` naming the original.
+    """
     digest = hashlib.sha256(body).hexdigest()
-    data = {
-        "raw": body.decode("utf-8", errors="replace"),
+    data: dict[str, Any] = {
+        "raw": body[:MAX_KEPT_BYTES].decode("utf-8", errors="replace"),
         "event_id": event_id,
         "code": code,
         "reason": reason,
     }
+    if len(body) > MAX_KEPT_BYTES:
+        data |= {"size": len(body), "sha256": digest}
     return Fact(REJECTED, data, f"{code}:{digest}")

@@ -152,7 +152,7 @@ async def test_rejected_input_is_dead_lettered_with_its_reason_and_kept_in_the_l
         assert letter.headers[CODE_HEADER]
         assert letter.headers[REASON_HEADER]
     assert by_id[malformed.event_id].body == malformed.body
-    assert by_id[malformed.event_id].headers[CODE_HEADER] == "contract"
+    assert by_id[malformed.event_id].headers[CODE_HEADER] == "not_json"
     assert "not valid JSON" in str(by_id[malformed.event_id].headers[REASON_HEADER])
     assert by_id[bad_card["event_id"]].headers[CODE_HEADER] == "contract"
     assert "Ax" in str(by_id[bad_card["event_id"]].headers[REASON_HEADER])
@@ -165,7 +165,7 @@ async def test_rejected_input_is_dead_lettered_with_its_reason_and_kept_in_the_l
     events = await ledger_events(postgres_database)
     kept = [e for e in events if e.stream == REJECTIONS_STREAM]
     assert sorted(e.data["raw"] for e in kept) == sorted([malformed.body.decode(), line(bad_card)])
-    assert {e.data["code"] for e in kept} == {"contract"}
+    assert {e.data["code"] for e in kept} == {"not_json", "contract"}
     round_facts = [e for e in events if e.stream == stream_name("t-dl", "r1")]
     rejected = [e for e in round_facts if e.type == REJECTED]
     assert [e.data["event"]["event_id"] for e in rejected] == [wrong_call["event_id"]]
@@ -173,9 +173,11 @@ async def test_rejected_input_is_dead_lettered_with_its_reason_and_kept_in_the_l
     assert round_facts[-1].type == SETTLED  # the rest of the round is unaffected
 
     text = await metrics_text(service)
-    assert labelled(text, "croupier_events_rejected_total", code="contract") == 2
+    assert labelled(text, "croupier_events_rejected_total", code="contract") == 1
+    assert labelled(text, "croupier_events_rejected_total", code="not_json") == 1
     assert labelled(text, "croupier_events_rejected_total", code="wrong_wager_size") == 1
-    assert labelled(text, "croupier_dead_lettered_total", code="contract") == 2
+    assert labelled(text, "croupier_dead_lettered_total", code="contract") == 1
+    assert labelled(text, "croupier_dead_lettered_total", code="not_json") == 1
 
 
 async def test_a_poison_message_is_quarantined_and_the_consumer_goes_on(
