@@ -5,9 +5,9 @@ Guarantees:
   exactly-once in the ledger thanks to idempotent appends).
 - Batches are processed one after another from a single-active-consumer queue, so prefetch
   never turns into concurrent reordering: each table's events keep their order.
-- Rejected input is recorded in the ledger, then dead-lettered with its reason; the consumer
-  goes on. A message that makes settlement itself fail is isolated, quarantined the same
-  way, and never blocks the queue.
+- Rejected input is recorded in the ledger with its dead letter in the outbox, in the same
+  transaction; the relay publishes the dead letter. A message that makes settlement itself
+  fail is isolated, quarantined the same way, and never blocks the queue.
 - Transient faults (database or broker down) back off and retry without acking; readiness
   is false meanwhile. Nothing is lost: unacked deliveries stay with the broker.
 """
@@ -24,7 +24,7 @@ from typing import Final
 import asyncpg
 import structlog
 
-from croupier.bus import BusError, DeadLetter, Delivery, FeedSource
+from croupier.bus import BusError, Delivery, FeedSource
 from croupier.ledger import VersionConflict
 from croupier.logs import context_ids
 from croupier.metrics import Metrics
@@ -104,15 +104,9 @@ class FeedConsumer:
     async def _process(self, batch: Sequence[Delivery]) -> None:
         started = time.perf_counter()
         report = await self._settle(batch)
-        by_tag = {d.tag: d for d in batch}
-        dead = [
-            DeadLetter(by_tag[h.ref], h.code or "rejected", h.reason or "")
-            for h in report.handled
-            if h.verdict == "rejected" and h.ref in by_tag
-        ]
-        await self.source.finish_batch(batch, dead)
-        self.on_commit()
-        self._observe(report, dead, len(batch), time.perf_counter() - started)
+        self.on_commit()  # the relay publishes results and dead letters now
+        await self.source.finish_batch(batch)
+        self._observe(report, len(batch), time.perf_counter() - started)
 
     async def _settle(self, batch: Sequence[Delivery]) -> BatchReport:
         delay = 0.05
@@ -133,7 +127,7 @@ class FeedConsumer:
 
     async def _settle_or_isolate(self, batch: Sequence[Delivery]) -> BatchReport:
         try:
-            return await self.settler.handle([Inbound(d.body, d.tag) for d in batch])
+            return await self.settler.handle([_inbound(d) for d in batch])
         except Exception as error:
             if is_transient(error):
                 raise
@@ -150,7 +144,7 @@ class FeedConsumer:
                     raise
                 with structlog.contextvars.bound_contextvars(**context_ids(delivery.body)):
                     log.exception("quarantining a message settlement fails on", tag=delivery.tag)
-                handled = await self.settler.quarantine(Inbound(delivery.body, delivery.tag), error)
+                handled = await self.settler.quarantine(_inbound(delivery), error)
                 report = BatchReport(handled=[handled])
             merged.handled += report.handled
             merged.closed += report.closed
@@ -158,7 +152,7 @@ class FeedConsumer:
         return merged
 
     async def _settle_one(self, delivery: Delivery) -> BatchReport:
-        return await self.settler.handle([Inbound(delivery.body, delivery.tag)])
+        return await self.settler.handle([_inbound(delivery)])
 
     def _unhealthy(self, error: BaseException, delay: float) -> None:
         if self.healthy:
@@ -167,9 +161,7 @@ class FeedConsumer:
         self.settler.forget()
         log.debug("backing off", seconds=delay)
 
-    def _observe(
-        self, report: BatchReport, dead: Sequence[DeadLetter], size: int, seconds: float
-    ) -> None:
+    def _observe(self, report: BatchReport, size: int, seconds: float) -> None:
         m = self.metrics
         m.batch_size.observe(size)
         # Counted per label per batch: each labels() lookup takes the metric's lock.
@@ -185,8 +177,6 @@ class FeedConsumer:
             m.consumed.labels(event_type).inc(count)
         for code, count in rejected.items():
             m.rejected.labels(code).inc(count)
-        for letter in dead:
-            m.dead_lettered.labels(letter.code).inc()
         for closed in report.closed:
             status = "settled" if closed.type == SETTLED else "voided"
             m.observe_closed([closed.data], status)
@@ -200,6 +190,10 @@ class FeedConsumer:
                 ledger_position=closed.position,
                 bets=len(closed.data["results"]),
             )
+
+
+def _inbound(delivery: Delivery) -> Inbound:
+    return Inbound(delivery.body, delivery.tag, delivery.routing_key, delivery.message_id)
 
 
 def _log_rejection(handled: Handled) -> None:

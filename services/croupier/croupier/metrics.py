@@ -78,8 +78,17 @@ class Metrics:
         )
         self.unroutable = Counter(
             "croupier_results_unroutable",
-            "Settlement results the broker could not route",
+            "Settlement results the broker could not route (set aside: counted once)",
             registry=r,
+        )
+        self.set_aside = Counter(
+            "croupier_results_set_aside",
+            "Outbox messages set aside because the broker refuses them, by kind",
+            ["kind"],
+            registry=r,
+        )
+        self.relay_active = Gauge(
+            "croupier_relay_active", "1 while this instance holds the relay lease", registry=r
         )
         self.ready = Gauge("croupier_ready", "1 when the service is ready", registry=r)
         self.theoretical_rtp = Gauge(

@@ -40,7 +40,7 @@ class Service:
         self.bus = bus
         self.metrics = metrics or Metrics()
         self.metrics.publish_theoretical_rtp()
-        self.settler = Settler(ledger)
+        self.settler = Settler(ledger, dead_letters=True)
         self.relay = OutboxRelay(ledger, bus, self.metrics)
         self.consumer = FeedConsumer(
             bus, self.settler, self.metrics, max_batch=max_batch, on_commit=self.relay.wake
@@ -95,6 +95,7 @@ class Service:
             "broker": self.bus.connected,
             "consumer": self.bus.attached,
             "database": database and self.consumer.healthy,
+            "relay": self.relay.healthy,
         }
         self.metrics.ready.set(all(checks.values()))
         return checks

@@ -27,7 +27,9 @@ from croupier.contract import (
     RoundOpened,
     parse_event,
 )
+from croupier.deadletters import dead_letter
 from croupier.ledger import Ledger, NewEvent, OutboxMessage, RecordedEvent, StreamAppend
+from croupier.ledger.chain import canonical_json
 from croupier.logs import context_ids
 from croupier.round import HELD, REJECTED, SETTLED, VOIDED, Fact, Round, Status, stream_name
 from holdem import PayTable, PayTableError, load_paytable
@@ -42,10 +44,15 @@ MAX_KEPT_BYTES: Final = 64 * 1024
 
 @dataclass(frozen=True, slots=True)
 class Inbound:
-    """One feed message: its raw body and the caller's reference (line or delivery tag)."""
+    """One feed message: its raw body and the caller's reference (line or delivery tag).
+
+    ``routing_key`` and ``message_id`` are the delivery's, kept on its dead letter.
+    """
 
     body: bytes
     ref: int
+    routing_key: str = ""
+    message_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,8 +131,12 @@ def result_bodies(closed: Mapping[str, Any]) -> list[dict[str, Any]]:
 class Settler:
     """Decides feed messages into ledger facts, one transaction per batch."""
 
-    def __init__(self, ledger: Ledger, *, cache_rounds: int = 50_000) -> None:
+    def __init__(
+        self, ledger: Ledger, *, cache_rounds: int = 50_000, dead_letters: bool = False
+    ) -> None:
+        """``dead_letters``: write a dead letter to the outbox with each rejection (live)."""
         self.ledger = ledger
+        self.dead_letters = dead_letters
         # stream -> (round, version, number of the last decided batch that touched it)
         self._rounds: OrderedDict[str, tuple[Round, int, int]] = OrderedDict()
         self._decided = 0
@@ -157,7 +168,7 @@ class Settler:
             await self._load_rounds([e for e in parsed if not isinstance(e, ContractError)], work)
             for index, (message, event) in enumerate(zip(batch, parsed, strict=True)):
                 if isinstance(event, ContractError):
-                    work.report.handled.append(_keep_malformed(message, event, work))
+                    work.report.handled.append(self._keep_malformed(message, event, work))
                     continue
                 stream = stream_name(event.table_id, event.round_id)
                 state = work.rounds[stream]
@@ -214,7 +225,10 @@ class Settler:
         reason = f"settlement failed on this message: {error!r}"
         fact = _raw_rejection(message.body, RejectionCode.POISON, reason, None)
         event = NewEvent(fact.type, fact.data, fact.key)
-        await self.ledger.append([StreamAppend(REJECTIONS_STREAM, None, [event])])
+        letters = [self._letter(fact.key, message, RejectionCode.POISON, reason)]
+        await self.ledger.append(
+            [StreamAppend(REJECTIONS_STREAM, None, [event])], letters if self.dead_letters else []
+        )
         ids = context_ids(message.body)
         return Handled(
             message.ref,
@@ -233,16 +247,47 @@ class Settler:
 
     # -- deciding --------------------------------------------------------------------------
 
+    def _keep_malformed(self, message: Inbound, error: ContractError, work: Decided) -> Handled:
+        """Record a message the contract refuses in the rejections stream (once per batch)."""
+        fact = _raw_rejection(message.body, error.code, str(error), error.event_id)
+        if fact.key not in work.raw_rejections:  # the same bytes twice in a batch: kept once
+            work.raw_rejections.add(fact.key)
+            work.add(REJECTIONS_STREAM, fact, expected=None)
+        if self.dead_letters:
+            letter = self._letter(fact.key, message, error.code, str(error))
+            work.letters[letter.message_id] = letter
+        return Handled(message.ref, "rejected", error.event_id, code=error.code, reason=str(error))
+
+    def _letter(self, key: str, message: Inbound, code: str, reason: str) -> OutboxMessage:
+        return dead_letter(key, message.body, message.routing_key, message.message_id, code, reason)
+
+    def _dead_letter_rejected(self, fact: Fact, message: Inbound | None, work: Decided) -> None:
+        """The dead letter of a rejected event: the delivery's bytes, or (for an event held
+        before and released now) the event as recorded."""
+        event = fact.data["event"]
+        code, reason = fact.data["code"], fact.data["reason"]
+        if message is None:
+            message = Inbound(
+                canonical_json(event).encode(),
+                0,
+                f"{event['table_id']}.{event['event_type']}",
+                event["event_id"],
+            )
+        letter = self._letter(fact.key, message, code, reason)
+        work.letters[letter.message_id] = letter
+
     def _decide(
         self, message: Inbound, stream: str, state: Round, event: FeedEvent, work: Decided
     ) -> list[Handled]:
         """What became of the message, then of any held events it released."""
         facts = state.receive(event, lambda table, currency: self._meter(table, currency, work))
-        for fact in facts:
+        for index, fact in enumerate(facts):
             work.add(stream, fact)
             if fact.type in (SETTLED, VOIDED):
                 self._record_meters(fact, work)
                 self._record_results(fact, work)
+            elif fact.type == REJECTED and self.dead_letters:
+                self._dead_letter_rejected(fact, message if index == 0 else None, work)
         if not facts:
             kind = str(event.event_type)
             ids = (event.event_id, event.table_id, event.round_id, kind)
@@ -339,7 +384,7 @@ class Settler:
                 appends += [StreamAppend(stream, None, [event]) for event in events]
             else:
                 appends.append(StreamAppend(stream, expected, events))
-        recorded = await self.ledger.append(appends, work.outbox)
+        recorded = await self.ledger.append(appends, [*work.outbox, *work.letters.values()])
         closed = [r for r in recorded if r.type in (SETTLED, VOIDED)]
         work.report.closed = closed
         work.report.results = [
@@ -364,6 +409,8 @@ class Decided:
     appends: dict[str, list[NewEvent]] = field(default_factory=dict)
     expected: dict[str, int | None] = field(default_factory=dict)
     outbox: list[OutboxMessage] = field(default_factory=list)
+    #: Dead letters by outbox id (the same delivery twice in a batch: one letter).
+    letters: dict[str, OutboxMessage] = field(default_factory=dict)
     results: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     raw_rejections: set[str] = field(default_factory=set)
 
@@ -374,15 +421,6 @@ class Decided:
         self.appends[stream].append(NewEvent(fact.type, fact.data, fact.key, fact.encoded))
         if stream in self.versions:
             self.versions[stream] += 1
-
-
-def _keep_malformed(message: Inbound, error: ContractError, work: Decided) -> Handled:
-    """Record a message the contract refuses in the rejections stream (once per batch)."""
-    fact = _raw_rejection(message.body, error.code, str(error), error.event_id)
-    if fact.key not in work.raw_rejections:  # the same bytes twice in a batch: kept once
-        work.raw_rejections.add(fact.key)
-        work.add(REJECTIONS_STREAM, fact, expected=None)
-    return Handled(message.ref, "rejected", error.event_id, code=error.code, reason=str(error))
 
 
 def _parse(message: Inbound) -> FeedEvent | ContractError:

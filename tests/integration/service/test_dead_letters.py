@@ -10,6 +10,7 @@ outbox, and is published once a queue is bound.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -214,35 +215,69 @@ async def test_a_poison_message_is_quarantined_and_the_consumer_goes_on(
     assert labelled(text, "croupier_dead_lettered_total", code="poison") == 1
 
 
-async def test_an_unroutable_result_is_counted_kept_and_published_once_a_queue_is_bound(
+async def test_an_unroutable_result_is_set_aside_counted_once_and_blocks_nothing(
     service: Service, amqp_vhost: str
 ) -> None:
-    events = a_round(RoundFeed("t-unrouted", "r1"))
-    expected = message_id("t-unrouted", "r1", "p1", "EUR")
-
-    assert await publish([feed_message(e) for e in events], amqp_vhost) == len(events)
-
-    async def counted() -> bool:
-        return metric(await metrics_text(service), "croupier_results_unroutable_total") >= 1
-
-    await eventually(counted, 60, "the unroutable result is counted")
-    pending = await service.ledger.pending_outbox(10)
-    assert [m.message_id for m in pending] == [expected]  # not marked published
-    assert metric(await metrics_text(service), "croupier_results_published_total") == 0
-
+    unrouted = message_id("t-unrouted", "r1", "p1", "EUR")
     connection = await aio_pika.connect(amqp_vhost, timeout=30)
     try:
         channel = await connection.channel()
         queue = await channel.declare_queue(WALLET_QUEUE, durable=True)
-        await queue.bind(SETTLEMENTS_EXCHANGE, routing_key="#")
+        await queue.bind(SETTLEMENTS_EXCHANGE, routing_key="EUR.p2")  # p1 has no wallet
     finally:
         await connection.close()
+    first = a_round(RoundFeed("t-unrouted", "r1"))
+    assert await publish([feed_message(e) for e in first], amqp_vhost) == len(first)
+
+    async def counted() -> bool:
+        return metric(await metrics_text(service), "croupier_results_unroutable_total") >= 1
+
+    await eventually(counted, 60, "the unroutable result is set aside and counted")
+    later = [dict(e) for e in a_round(RoundFeed("t-routed", "r1"))]
+    for e in later:
+        if e["event_type"] == "bet.placed":
+            e["payload"] = {**e["payload"], "player_id": "p2"}
+    assert await publish([feed_message(e) for e in later], amqp_vhost) == len(later)
     wallet = Wallet(amqp_vhost)
-    await wallet.wait_for([expected], timeout=60)
+    await wallet.wait_for([message_id("t-routed", "r1", "p2", "EUR")], timeout=60)
 
-    async def outbox_empty() -> bool:
-        return not await service.ledger.pending_outbox(10)
+    await asyncio.sleep(2)  # several relay rounds: the set-aside result is not retried
+    text = await metrics_text(service)
+    assert metric(text, "croupier_results_unroutable_total") == 1
+    assert labelled(text, "croupier_results_set_aside_total", kind="unroutable") == 1
+    assert metric(text, "croupier_results_published_total") == 1
+    assert await service.ledger.pending_outbox(10) == []
+    (aside, why), *_ = await service.ledger.set_aside_messages()
+    assert aside.message_id == unrouted and why.startswith("unroutable")
+    status, body = await http_get(service.http_port or 0, "/readyz")
+    assert status == 200, body
 
-    await eventually(outbox_empty, 30, "the result is marked published")
-    assert metric(await metrics_text(service), "croupier_results_published_total") == 1
-    assert [r.message_id for r in wallet.received] == [expected]
+
+async def test_readiness_reflects_a_relay_that_cannot_publish(
+    service: Service, amqp_vhost: str
+) -> None:
+    connection = await aio_pika.connect(amqp_vhost, timeout=30)
+    try:
+        channel = await connection.channel()
+        await channel.exchange_delete(SETTLEMENTS_EXCHANGE)  # publishing now closes channels
+        events = a_round(RoundFeed("t-noexchange", "r1"))
+        assert await publish([feed_message(e) for e in events], amqp_vhost) == len(events)
+
+        async def not_ready() -> bool:
+            status, body = await http_get(service.http_port or 0, "/readyz")
+            return status == 503 and "relay: NOT READY" in body
+
+        await eventually(not_ready, 60, "/readyz reports the relay")
+        exchange = await channel.declare_exchange(
+            SETTLEMENTS_EXCHANGE, aio_pika.ExchangeType.TOPIC, durable=True
+        )
+        wallet = await channel.declare_queue(WALLET_QUEUE, durable=True)
+        await wallet.bind(exchange, routing_key="#")  # within ms; the relay backs off for s
+    finally:
+        await connection.close()
+    await Wallet(amqp_vhost).wait_for([message_id("t-noexchange", "r1", "p1", "EUR")], 60)
+
+    async def ready() -> bool:
+        return (await http_get(service.http_port or 0, "/readyz"))[0] == 200
+
+    await eventually(ready, 30, "/readyz is 200 again once the relay publishes")

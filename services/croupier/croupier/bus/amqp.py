@@ -6,7 +6,8 @@ each delivery per message costs a plain callback instead of aio-pika's message o
 task, and a page of results goes out in one socket write (see :func:`publish_confirmed`)
 instead of one write and one task per message. Nothing is weakened on the way: every publish
 is confirmed by the broker, results are ``mandatory`` and a returned one is reported as
-:class:`~croupier.bus.Unroutable`, messages are persistent with a stable ``message_id``.
+:class:`~croupier.bus.Refused` (as is one nacked or too long to frame), messages are
+persistent with a stable ``message_id``.
 """
 
 from __future__ import annotations
@@ -29,21 +30,22 @@ from pamqp.body import ContentBody
 from pamqp.header import ContentHeader
 
 from croupier.bus import (
-    CODE_HEADER,
     DEAD_LETTER_EXCHANGE,
     DEAD_LETTER_QUEUE,
+    DEAD_LETTER_RECORD_QUEUE,
     DELIVERY_LIMIT,
     FEED_EXCHANGE,
     FEED_QUEUE,
-    REASON_HEADER,
+    NACKED,
     SETTLEMENTS_EXCHANGE,
+    TOO_LONG,
+    UNROUTABLE,
     Bus,
     BusError,
-    DeadLetter,
     Delivery,
     Inbox,
     Outgoing,
-    Unroutable,
+    Refused,
 )
 from croupier.urls import mask_url
 
@@ -117,9 +119,12 @@ def _frame(kind: int, channel: int, payload: bytes) -> bytes:
     return b"".join((_FRAME_HEAD.pack(kind, channel, len(payload)), payload, _FRAME_END))
 
 
+SHORTSTR_MAX: Final = 255
+
+
 def _shortstr(value: str) -> bytes:
     data = value.encode()
-    if len(data) > 255:
+    if len(data) > SHORTSTR_MAX:
         raise ValueError(f"AMQP short string longer than 255 bytes: {value[:40]!r}...")
     return bytes([len(data)]) + data
 
@@ -312,12 +317,10 @@ class AmqpBus(Bus):
             if live:
                 return [_delivery(message) for message in live]
 
-    async def finish_batch(self, batch: Sequence[Delivery], dead: Sequence[DeadLetter]) -> None:
+    async def finish_batch(self, batch: Sequence[Delivery]) -> None:
         if not batch:
             return
         try:
-            if dead:
-                await self._dead_letter(dead)
             channel = batch[-1].handle
             assert isinstance(channel, aiormq.Channel)
             await channel.basic_ack(batch[-1].tag, multiple=True)
@@ -325,56 +328,39 @@ class AmqpBus(Bus):
             # The ledger has the batch; the broker will redeliver it and it will be a no-op.
             log.warning("batch not acknowledged; it will be redelivered", error=str(error))
 
-    async def _dead_letter(self, dead: Sequence[DeadLetter]) -> None:
-        publications = [
-            Publication(
-                DEAD_LETTER_EXCHANGE,
-                letter.delivery.routing_key or "unroutable",
-                letter.delivery.body,
-                letter.delivery.message_id or "",
-                headers={
-                    REASON_HEADER: letter.reason[:4000],
-                    CODE_HEADER: letter.code,
-                    "x-original-routing-key": letter.delivery.routing_key,
-                },
-            )
-            for letter in dead
-        ]
-        failures = [o for o in await self._publish(publications) if o is not None]
-        if failures:
-            raise aiormq.exceptions.AMQPError(f"{len(failures)} dead letters not confirmed")
-
     # -- publishing ------------------------------------------------------------------------
 
-    async def publish(self, messages: Sequence[Outgoing]) -> None:
-        publications = [
-            Publication(
-                SETTLEMENTS_EXCHANGE,
-                m.routing_key,
-                _encode(m.body).encode(),
-                m.message_id,
-                mandatory=True,
-            )
-            for m in messages
-        ]
+    async def publish(self, messages: Sequence[Outgoing]) -> list[Refused]:
+        refused: list[Refused] = []
+        sendable: list[Outgoing] = []
+        for message in messages:
+            too_long = _over_limits(message)
+            if too_long:
+                refused.append(Refused(message.message_id, TOO_LONG, too_long))
+            else:
+                sendable.append(message)
         try:
-            outcomes = await self._publish(publications)
+            outcomes = await self._publish([_publication(m) for m in sendable])
         except (aiormq.exceptions.AMQPError, aiormq.exceptions.ChannelInvalidStateError) as error:
-            raise BusError(f"results not published: {error!r}") from error
-        unrouted = [
-            m.message_id
-            for m, outcome in zip(messages, outcomes, strict=True)
-            if isinstance(outcome, aiormq.exceptions.PublishError)
-        ]
-        failures = [o for o in outcomes if o is not None]
-        if unrouted:
-            raise Unroutable(unrouted)
+            raise BusError(f"not published: {error!r}") from error
+        failures = []
+        for message, outcome in zip(sendable, outcomes, strict=True):
+            if isinstance(outcome, aiormq.exceptions.PublishError):
+                reason = f"no queue is bound for routing key {message.routing_key!r}"
+                refused.append(Refused(message.message_id, UNROUTABLE, reason))
+            elif isinstance(outcome, aiormq.exceptions.DeliveryError):
+                refused.append(Refused(message.message_id, NACKED, "the broker nacked it"))
+            elif outcome is not None:
+                failures.append(outcome)
         if failures:
-            raise BusError(f"{len(failures)} results not confirmed: {failures[0]!r}")
+            raise BusError(f"{len(failures)} messages not confirmed: {failures[0]!r}")
+        return refused
 
     async def _publish(self, publications: Sequence[Publication]) -> list[BaseException | None]:
         if self._publish_channel is None:
             raise BusError("not connected")
+        if not publications:
+            return []
         channel = await self._publish_channel.get_underlay_channel()
         return await publish_confirmed(cast(aiormq.Channel, channel), publications)
 
@@ -401,6 +387,40 @@ async def declare_topology(channel: AbstractChannel) -> None:
         DEAD_LETTER_QUEUE, durable=True, arguments={"x-queue-type": "quorum"}
     )
     await parked.bind(dead, routing_key="#")
+    # Every dead letter twice: parked for operators and `croupier redrive`, and a copy the
+    # service consumes to record what the broker itself dead-lettered in the ledger.
+    record = await channel.declare_queue(
+        DEAD_LETTER_RECORD_QUEUE,
+        durable=True,
+        arguments={"x-queue-type": "quorum", "x-single-active-consumer": True},
+    )
+    await record.bind(dead, routing_key="#")
+
+
+def _publication(message: Outgoing) -> Publication:
+    """A result as compact JSON (plain frames); a dead letter as its raw bytes with headers."""
+    if message.raw is None:
+        body = _encode(message.body).encode()
+        return Publication(
+            message.exchange, message.routing_key, body, message.message_id, mandatory=True
+        )
+    headers = dict(message.headers) if message.headers else None
+    amqp_id = message.amqp_message_id if message.amqp_message_id is not None else ""
+    return Publication(
+        message.exchange, message.routing_key, message.raw, amqp_id, headers, mandatory=True
+    )
+
+
+def _over_limits(message: Outgoing) -> str | None:
+    """Why the message cannot be framed at all (AMQP short strings are at most 255 bytes)."""
+    for name, value in (
+        ("routing key", message.routing_key),
+        ("message_id", message.amqp_message_id or message.message_id),
+    ):
+        size = len(value.encode("utf-8", "surrogatepass"))
+        if size > SHORTSTR_MAX:
+            return f"{name} of {size} bytes; AMQP allows at most {SHORTSTR_MAX}: {value[:40]!r}..."
+    return None
 
 
 def _delivery(message: DeliveredMessage) -> Delivery:
