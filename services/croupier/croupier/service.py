@@ -1,6 +1,7 @@
 """The live settlement service: a consumer, an outbox relay and probes around one ledger.
 
-Start order: ledger migrations, broker connection and topology, probes, relay, consumer.
+Start order: probes (the HTTP port first: a port in use fails before any delivery is taken),
+ledger migrations, broker connection and topology, relay, consumer.
 Stop order (SIGTERM): stop taking deliveries, finish and acknowledge the batch in hand,
 publish what the outbox holds, close.
 """
@@ -53,12 +54,12 @@ class Service:
     async def start(self, *, http_host: str = "0.0.0.0", http_port: int | None = None) -> None:
         """Migrate, connect, and start consuming and relaying."""
         self._tuning.enter_context(fewer_collections())  # until stop()
+        if http_port is not None:
+            self.http_port = await self.probes.start(http_host, http_port)
         applied = await self.ledger.migrate()
         if applied:
             log.info("ledger migrated", applied=applied)
         await self.bus.connect()
-        if http_port is not None:
-            self.http_port = await self.probes.start(http_host, http_port)
         self._tasks = [
             asyncio.create_task(self.relay.run(), name="outbox-relay"),
             asyncio.create_task(self.consumer.run(), name="feed-consumer"),

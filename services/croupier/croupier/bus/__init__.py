@@ -27,7 +27,13 @@ FEED_QUEUE: Final = "croupier.feed"
 DEAD_LETTER_EXCHANGE: Final = "croupier.dead-letter"
 DEAD_LETTER_QUEUE: Final = "croupier.dead-letter"
 SETTLEMENTS_EXCHANGE: Final = "croupier.settlements"
-DELIVERY_LIMIT: Final = 5
+#: Deliveries of one message before the broker dead-letters it. Well above a crash loop's
+#: usual length, since each crash returns every message in hand (see INITIAL_PREFETCH).
+DELIVERY_LIMIT: Final = 20
+#: Deliveries in hand until the first commit succeeds; then the full prefetch. A process
+#: that crashes before it can commit anything (bad configuration, a port in use, an OOM
+#: kill) burns delivery attempts of this many messages only.
+INITIAL_PREFETCH: Final = 10
 REASON_HEADER: Final = "x-croupier-reason"
 CODE_HEADER: Final = "x-croupier-code"
 
@@ -140,6 +146,9 @@ class FeedSource(ABC):
         Rejected messages are not dead-lettered here: the commit wrote their dead letters
         to the outbox, and the relay publishes them like results.
         """
+
+    async def committed(self) -> None:
+        """A batch was committed and acknowledged (the first one widens the prefetch)."""
 
     @abstractmethod
     async def stop_consuming(self) -> None:

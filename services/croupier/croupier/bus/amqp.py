@@ -27,6 +27,7 @@ from aio_pika.abc import AbstractChannel, AbstractRobustChannel, AbstractRobustC
 from aiormq.abc import ChannelFrame, DeliveredMessage
 from pamqp import commands as spec
 from pamqp.body import ContentBody
+from pamqp.common import FieldTable
 from pamqp.header import ContentHeader
 
 from croupier.bus import (
@@ -36,6 +37,7 @@ from croupier.bus import (
     DELIVERY_LIMIT,
     FEED_EXCHANGE,
     FEED_QUEUE,
+    INITIAL_PREFETCH,
     NACKED,
     SETTLEMENTS_EXCHANGE,
     TOO_LONG,
@@ -216,9 +218,13 @@ class AmqpBus(Bus):
     (the ledger makes the second settlement of a message a no-op).
     """
 
-    def __init__(self, url: str, *, prefetch: int = 2000) -> None:
+    def __init__(
+        self, url: str, *, prefetch: int = 2000, initial_prefetch: int = INITIAL_PREFETCH
+    ) -> None:
         self.url = url
         self.prefetch = prefetch
+        self.initial_prefetch = min(initial_prefetch, prefetch)
+        self._widened = False
         self._connection: AbstractRobustConnection | None = None
         self._consume_channel: AbstractRobustChannel | None = None
         self._publish_channel: AbstractChannel | None = None
@@ -235,7 +241,7 @@ class AmqpBus(Bus):
             raise BusError(f"cannot reach RabbitMQ at {mask_url(self.url)}: {error}") from error
         self._connection.reconnect_callbacks.add(self._on_reconnect)
         consume_channel = await self._connection.channel()
-        await consume_channel.set_qos(prefetch_count=self.prefetch)
+        await consume_channel.set_qos(prefetch_count=self.initial_prefetch)
         self._publish_channel = await self._connection.channel(
             publisher_confirms=True, on_return_raises=True
         )
@@ -259,6 +265,13 @@ class AmqpBus(Bus):
     @property
     def attached(self) -> bool:
         return self.connected and self._consumer is not None and not self._consumer[0].is_closed
+
+    async def committed(self) -> None:
+        if self._widened or self._consume_channel is None:
+            return
+        self._widened = True  # aio-pika restores this prefetch when it reopens the channel
+        await self._consume_channel.set_qos(prefetch_count=self.prefetch)
+        log.info("first commit: full prefetch", prefetch=self.prefetch)
 
     async def stop_consuming(self) -> None:
         self._consuming = False
@@ -372,16 +385,7 @@ async def declare_topology(channel: AbstractChannel) -> None:
         DEAD_LETTER_EXCHANGE, aio_pika.ExchangeType.TOPIC, durable=True
     )
     await channel.declare_exchange(SETTLEMENTS_EXCHANGE, aio_pika.ExchangeType.TOPIC, durable=True)
-    queue = await channel.declare_queue(
-        FEED_QUEUE,
-        durable=True,
-        arguments={
-            "x-queue-type": "quorum",
-            "x-single-active-consumer": True,
-            "x-delivery-limit": DELIVERY_LIMIT,
-            "x-dead-letter-exchange": DEAD_LETTER_EXCHANGE,
-        },
-    )
+    queue = await _declare_feed_queue(channel)
     await queue.bind(feed, routing_key="#")
     parked = await channel.declare_queue(
         DEAD_LETTER_QUEUE, durable=True, arguments={"x-queue-type": "quorum"}
@@ -395,6 +399,32 @@ async def declare_topology(channel: AbstractChannel) -> None:
         arguments={"x-queue-type": "quorum", "x-single-active-consumer": True},
     )
     await record.bind(dead, routing_key="#")
+
+
+async def _declare_feed_queue(channel: AbstractChannel) -> aio_pika.abc.AbstractQueue:
+    """The feed queue; one declared earlier with other arguments is used as it is.
+
+    A quorum queue's arguments cannot change once declared (an older delivery limit, say):
+    declaring it again with others fails, so it is then only looked up, with a warning
+    saying how to change it (a policy, or a new queue).
+    """
+    arguments: FieldTable = {
+        "x-queue-type": "quorum",
+        "x-single-active-consumer": True,
+        "x-delivery-limit": DELIVERY_LIMIT,
+        "x-dead-letter-exchange": DEAD_LETTER_EXCHANGE,
+    }
+    try:
+        return await channel.declare_queue(FEED_QUEUE, durable=True, arguments=arguments)
+    except aiormq.exceptions.ChannelPreconditionFailed as error:
+        log.warning(
+            "the feed queue exists with other arguments; using it as it is "
+            "(set its delivery-limit with a policy to match)",
+            wanted=arguments,
+            error=str(error),
+        )
+        await channel.reopen()
+        return await channel.declare_queue(FEED_QUEUE, passive=True)
 
 
 def _publication(message: Outgoing) -> Publication:
