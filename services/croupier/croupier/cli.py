@@ -28,6 +28,7 @@ COMMANDS = (
     "simulate",
     "migrate",
     "verify",
+    "redrive",
     "project",
     "reconcile",
     "par",

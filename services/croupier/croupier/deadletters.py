@@ -16,12 +16,26 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any, Final
 
-from croupier.bus import CODE_HEADER, DEAD_LETTER_EXCHANGE, REASON_HEADER, Outgoing
-from croupier.ledger import OutboxMessage, PendingMessage
+from croupier.bus import (
+    CODE_HEADER,
+    DEAD_LETTER_EXCHANGE,
+    ORIGINAL_ROUTING_KEY_HEADER,
+    REASON_HEADER,
+    Outgoing,
+    Parked,
+)
+from croupier.codes import BROKER_REASONS, RejectionCode
+from croupier.ledger import Ledger, NewEvent, OutboxMessage, PendingMessage, StreamAppend
 
-ORIGINAL_ROUTING_KEY: Final = "x-original-routing-key"
+#: The ledger stream and fact type of what the broker itself dead-lettered.
+DEAD_LETTERS_STREAM: Final = "dead-letters"
+DEAD_LETTERED: Final = "feed.dead_lettered"
+
+ORIGINAL_ROUTING_KEY: Final = ORIGINAL_ROUTING_KEY_HEADER
 #: The dead-letter reason header is cut here (AMQP headers share one frame with the rest).
 MAX_REASON_HEADER: Final = 4000
+#: How much of a dead-lettered message the ledger keeps.
+MAX_KEPT_BYTES: Final = 64 * 1024
 
 
 def dead_letter(
@@ -70,3 +84,40 @@ def outgoing(message: PendingMessage) -> Outgoing:
         headers=headers,
         amqp_message_id=letter.get("message_id") or "",
     )
+
+
+def broker_fact(parked: Parked) -> NewEvent:
+    """The ledger fact of a message the broker dead-lettered: its bytes, where and why.
+
+    Keyed by content, queue, reason and death count: the same copy recorded twice is one
+    fact, and a message dead-lettered again after a redrive is a second one.
+    """
+    reason = parked.reason or "unknown"
+    code = BROKER_REASONS.get(reason, RejectionCode.BROKER_REJECTED)
+    identity = "\x00".join(
+        (hashlib.sha256(parked.body).hexdigest(), parked.message_id or "", parked.queue, reason)
+    )
+    key = f"dead-lettered:{hashlib.sha256(identity.encode()).hexdigest()}:{parked.count}"
+    data = {
+        "raw": parked.body[:MAX_KEPT_BYTES].decode("utf-8", errors="replace"),
+        "size": len(parked.body),
+        "routing_key": parked.routing_key,
+        "message_id": parked.message_id,
+        "queue": parked.queue,
+        "count": parked.count,
+        "code": code,
+        "reason": (
+            f"the broker dead-lettered it from {parked.queue or 'a queue'} ({reason}, "
+            f"death {parked.count}); re-publish it with `croupier redrive` once the cause "
+            "is fixed"
+        ),
+    }
+    return NewEvent(DEAD_LETTERED, data, key)
+
+
+async def record_parked(ledger: Ledger, batch: list[Parked]) -> list[NewEvent]:
+    """Record what the broker dead-lettered (Croupier's own letters are recorded already)."""
+    facts = list({f.key: f for f in (broker_fact(p) for p in batch if p.reason)}.values())
+    if facts:
+        await ledger.append([StreamAppend(DEAD_LETTERS_STREAM, None, [f]) for f in facts])
+    return facts

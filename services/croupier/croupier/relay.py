@@ -174,10 +174,10 @@ class OutboxRelay:
 
 
 def _outgoing_page(pending: list[PendingMessage]) -> list[Outgoing]:
-    return [_outgoing(m) for m in pending]
+    return [outgoing(m) for m in pending]
 
 
-def _outgoing(message: PendingMessage) -> Outgoing:
+def outgoing(message: PendingMessage) -> Outgoing:
     if message.exchange == DEAD_LETTER_EXCHANGE:
         return deadletters.outgoing(message)
     body = {**message.body, "ledger_position": message.position}

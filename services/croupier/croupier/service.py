@@ -16,6 +16,7 @@ import structlog
 
 from croupier.bus import Bus
 from croupier.consumer import FeedConsumer
+from croupier.deadletters import record_parked
 from croupier.ledger import Ledger
 from croupier.metrics import Metrics
 from croupier.relay import OutboxRelay
@@ -64,13 +65,15 @@ class Service:
             asyncio.create_task(self.relay.run(), name="outbox-relay"),
             asyncio.create_task(self.consumer.run(), name="feed-consumer"),
             asyncio.create_task(self._watch_readiness(), name="readiness"),
+            asyncio.create_task(self._record_dead_letters(), name="dead-letter-recorder"),
         ]
         log.info("croupier serving", http_port=self.http_port)
 
     async def stop(self) -> None:
         """Graceful stop: the batch in hand is committed and acknowledged first."""
-        relay, consumer, watch = self._tasks
+        relay, consumer, watch, recorder = self._tasks
         watch.cancel()
+        recorder.cancel()
         self.metrics.ready.set(0)
         await self.bus.stop_consuming()
         self.consumer.stop()
@@ -100,6 +103,26 @@ class Service:
         }
         self.metrics.ready.set(all(checks.values()))
         return checks
+
+    async def _record_dead_letters(self) -> None:
+        """Keep in the ledger what the broker dead-letters (delivery limit, expiry, ...)."""
+        while True:
+            batch = await self.bus.next_parked(100)
+            try:
+                facts = await record_parked(self.ledger, batch)
+            except Exception as error:
+                log.warning("dead letters not recorded yet; retrying", error=repr(error))
+                await asyncio.sleep(1.0)
+                continue  # unacknowledged: the broker delivers the copies again
+            await self.bus.finish_parked(batch)
+            for fact in facts:
+                self.metrics.rejected.labels(fact.data["code"]).inc()
+                log.warning(
+                    "the broker dead-lettered a feed message",
+                    message_id=fact.data["message_id"],
+                    code=fact.data["code"],
+                    reason=fact.data["reason"],
+                )
 
     async def _watch_readiness(self, every: float = 2.0) -> None:
         """Keep ``croupier_ready`` current between probes, for alerting."""

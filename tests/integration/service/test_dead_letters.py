@@ -34,9 +34,12 @@ from service_harness import (
 from croupier.bus import (
     CODE_HEADER,
     DEAD_LETTER_QUEUE,
+    FEED_QUEUE,
     REASON_HEADER,
     SETTLEMENTS_EXCHANGE,
 )
+from croupier.cli import main
+from croupier.deadletters import DEAD_LETTERED, DEAD_LETTERS_STREAM
 from croupier.ledger import open_ledger
 from croupier.round import REJECTED, SETTLED, stream_name
 from croupier.service import Service
@@ -281,3 +284,61 @@ async def test_readiness_reflects_a_relay_that_cannot_publish(
         return (await http_get(service.http_port or 0, "/readyz"))[0] == 200
 
     await eventually(ready, 30, "/readyz is 200 again once the relay publishes")
+
+
+async def test_what_the_broker_dead_letters_is_recorded_and_redriven(
+    amqp_vhost: str, postgres_database: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    await prepare_broker(amqp_vhost)
+    events = a_round(RoundFeed("t-limit", "r1"))
+    assert await publish([feed_message(e) for e in events], amqp_vhost) == len(events)
+    await _nack_until_dead_lettered(amqp_vhost, len(events))  # delivery_limit, by the broker
+
+    async with open_ledger(postgres_database) as ledger, serving(ledger, amqp_vhost) as running:
+
+        async def recorded() -> bool:
+            facts = await ledger.read_stream(DEAD_LETTERS_STREAM)
+            return len(facts) == len(events)
+
+        await eventually(recorded, 60, "every broker dead letter recorded in the ledger")
+        facts = await ledger.read_stream(DEAD_LETTERS_STREAM)
+        assert {f.type for f in facts} == {DEAD_LETTERED}
+        assert {f.data["code"] for f in facts} == {"delivery_limit"}
+        assert {f.data["message_id"] for f in facts} == {e["event_id"] for e in events}
+        assert {f.data["raw"] for f in facts} == {line(e) for e in events}
+        assert "croupier redrive" in facts[0].data["reason"]
+        text = await metrics_text(running)
+        assert labelled(text, "croupier_events_rejected_total", code="delivery_limit") == 8
+
+        listed = await asyncio.to_thread(main, ["redrive", "--amqp", amqp_vhost, "--dry-run"])
+        assert listed == 0 and "8 would redrive" in capsys.readouterr().out
+        redrive = ["redrive", "--amqp", amqp_vhost, "--json"]
+        assert await asyncio.to_thread(main, redrive) == 0
+        assert json.loads(capsys.readouterr().out)["counts"]["redriven"] == 8
+        await Wallet(amqp_vhost).wait_for([message_id("t-limit", "r1", "p1", "EUR")], 60)
+        assert await asyncio.to_thread(main, redrive) == 0  # nothing left: idempotent
+        assert json.loads(capsys.readouterr().out)["counts"]["redriven"] == 0
+        round_facts = await ledger.read_stream(stream_name("t-limit", "r1"))
+        assert round_facts[-1].type == SETTLED
+
+
+async def _nack_until_dead_lettered(url: str, count: int) -> None:
+    """Consume the feed queue and requeue every delivery until the broker parks them all."""
+    connection = await aio_pika.connect(url, timeout=30)
+    try:
+        channel = await connection.channel()
+        await channel.set_qos(prefetch_count=count)
+        queue = await channel.get_queue(FEED_QUEUE)
+
+        async def refuse(message: AbstractIncomingMessage) -> None:
+            await message.nack(requeue=True)
+
+        await queue.consume(refuse)
+
+        async def parked() -> bool:
+            stats = await channel.declare_queue(DEAD_LETTER_QUEUE, passive=True)
+            return (stats.declaration_result.message_count or 0) >= count
+
+        await eventually(parked, 60, f"{count} messages parked by the delivery limit")
+    finally:
+        await connection.close()

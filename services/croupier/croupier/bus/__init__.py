@@ -36,6 +36,7 @@ DELIVERY_LIMIT: Final = 20
 INITIAL_PREFETCH: Final = 10
 REASON_HEADER: Final = "x-croupier-reason"
 CODE_HEADER: Final = "x-croupier-code"
+ORIGINAL_ROUTING_KEY_HEADER: Final = "x-original-routing-key"
 
 
 T = TypeVar("T")
@@ -116,6 +117,24 @@ class Delivery:
 
 
 @dataclass(frozen=True, slots=True)
+class Parked:
+    """A copy of a message that reached the dead-letter exchange.
+
+    ``reason`` is the broker's (``x-first-death-reason``: ``delivery_limit``, ``expired``,
+    ...) when the broker dead-lettered it, None when Croupier did (it carries
+    ``x-croupier-code``, and the ledger has it already).
+    """
+
+    body: bytes
+    routing_key: str
+    message_id: str | None
+    reason: str | None
+    queue: str
+    count: int
+    handle: object = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
 class Outgoing:
     """A message to publish: a settlement result (``body``), or a dead letter (``raw``).
 
@@ -147,8 +166,16 @@ class FeedSource(ABC):
         to the outbox, and the relay publishes them like results.
         """
 
-    async def committed(self) -> None:
+    async def committed(self) -> None:  # noqa: B027 (optional: most sources need nothing)
         """A batch was committed and acknowledged (the first one widens the prefetch)."""
+
+    async def next_parked(self, max_messages: int) -> list[Parked]:
+        """Copies of dead letters to record, at least one (none ever, by default)."""
+        await asyncio.Event().wait()
+        return []
+
+    async def finish_parked(self, batch: Sequence[Parked]) -> None:  # noqa: B027 (optional)
+        """Acknowledge copies once the ledger has them."""
 
     @abstractmethod
     async def stop_consuming(self) -> None:

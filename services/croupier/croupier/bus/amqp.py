@@ -31,6 +31,7 @@ from pamqp.common import FieldTable
 from pamqp.header import ContentHeader
 
 from croupier.bus import (
+    CODE_HEADER,
     DEAD_LETTER_EXCHANGE,
     DEAD_LETTER_QUEUE,
     DEAD_LETTER_RECORD_QUEUE,
@@ -39,6 +40,7 @@ from croupier.bus import (
     FEED_QUEUE,
     INITIAL_PREFETCH,
     NACKED,
+    ORIGINAL_ROUTING_KEY_HEADER,
     SETTLEMENTS_EXCHANGE,
     TOO_LONG,
     UNROUTABLE,
@@ -47,6 +49,7 @@ from croupier.bus import (
     Delivery,
     Inbox,
     Outgoing,
+    Parked,
     Refused,
 )
 from croupier.urls import mask_url
@@ -225,6 +228,7 @@ class AmqpBus(Bus):
         self.prefetch = prefetch
         self.initial_prefetch = min(initial_prefetch, prefetch)
         self._widened = False
+        self._parked: Inbox[aio_pika.abc.AbstractIncomingMessage] = Inbox()
         self._connection: AbstractRobustConnection | None = None
         self._consume_channel: AbstractRobustChannel | None = None
         self._publish_channel: AbstractChannel | None = None
@@ -235,21 +239,30 @@ class AmqpBus(Bus):
         self._resubscribing: asyncio.Task[None] | None = None
 
     async def connect(self) -> None:
+        await self.connect_publisher()
+        assert self._connection is not None
+        consume_channel = await self._connection.channel()
+        await consume_channel.set_qos(prefetch_count=self.initial_prefetch)
+        await declare_topology(consume_channel)
+        self._consume_channel = consume_channel
+        record_channel = await self._connection.channel()
+        await record_channel.set_qos(prefetch_count=100)
+        record = await record_channel.get_queue(DEAD_LETTER_RECORD_QUEUE)
+        await record.consume(self._receive_parked)  # a robust consumer: restored on reconnect
+        self._consuming = True
+        consume_channel.reopen_callbacks.add(self._on_reopen)
+        await self._subscribe()
+
+    async def connect_publisher(self) -> None:
+        """Connect and open the publishing channel only (to publish, not consume)."""
         try:
             self._connection = await aio_pika.connect_robust(with_heartbeat(self.url))
         except (OSError, aiormq.exceptions.AMQPError) as error:
             raise BusError(f"cannot reach RabbitMQ at {mask_url(self.url)}: {error}") from error
         self._connection.reconnect_callbacks.add(self._on_reconnect)
-        consume_channel = await self._connection.channel()
-        await consume_channel.set_qos(prefetch_count=self.initial_prefetch)
         self._publish_channel = await self._connection.channel(
             publisher_confirms=True, on_return_raises=True
         )
-        await declare_topology(consume_channel)
-        self._consume_channel = consume_channel
-        self._consuming = True
-        consume_channel.reopen_callbacks.add(self._on_reopen)
-        await self._subscribe()
 
     async def close(self) -> None:
         self._consuming = False
@@ -312,6 +325,21 @@ class AmqpBus(Bus):
 
     async def _receive(self, message: DeliveredMessage) -> None:
         self._inbox.put(message)
+
+    async def _receive_parked(self, message: aio_pika.abc.AbstractIncomingMessage) -> None:
+        self._parked.put(message)
+
+    async def next_parked(self, max_messages: int) -> list[Parked]:
+        return [_parked(m) for m in await self._parked.take(max_messages, 0.05)]
+
+    async def finish_parked(self, batch: Sequence[Parked]) -> None:
+        for parked in batch:
+            message = parked.handle
+            assert isinstance(message, aio_pika.abc.AbstractIncomingMessage)
+            try:
+                await message.ack()
+            except (aiormq.exceptions.AMQPError, aio_pika.exceptions.MessageProcessError) as error:
+                log.warning("dead-letter copy not acknowledged; it comes again", error=str(error))
 
     async def _on_reconnect(self, *_: object) -> None:
         log.warning("broker reconnected; deliveries in hand will be redelivered")
@@ -451,6 +479,32 @@ def _over_limits(message: Outgoing) -> str | None:
         if size > SHORTSTR_MAX:
             return f"{name} of {size} bytes; AMQP allows at most {SHORTSTR_MAX}: {value[:40]!r}..."
     return None
+
+
+def _parked(message: aio_pika.abc.AbstractIncomingMessage) -> Parked:
+    """A dead-letter copy: the broker's reason, or None when Croupier dead-lettered it."""
+    headers = message.headers or {}
+    deaths = headers.get("x-death")
+    death = deaths[0] if isinstance(deaths, list) and deaths and isinstance(deaths[0], dict) else {}
+    ours = CODE_HEADER in headers
+    broker = headers.get("x-first-death-reason") or death.get("reason")
+    reason = None if ours else str(broker or "unknown")
+    keys = death.get("routing-keys")
+    routing_key = str(
+        headers.get(ORIGINAL_ROUTING_KEY_HEADER)
+        or (keys[0] if isinstance(keys, list) and keys else "")
+        or message.routing_key
+        or ""
+    )
+    return Parked(
+        body=message.body,
+        routing_key=routing_key,
+        message_id=message.message_id,
+        reason=reason,
+        queue=str(headers.get("x-first-death-queue") or death.get("queue", "")),
+        count=int(str(death.get("count", 1) or 1)),
+        handle=message,
+    )
 
 
 def _delivery(message: DeliveredMessage) -> Delivery:
