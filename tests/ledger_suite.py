@@ -474,6 +474,13 @@ class LedgerSuite:
         await ledger.mark_published(["m1"])  # published after all (redrive)
         assert await ledger.set_aside_messages() == []
 
+    async def test_open_streams_are_those_without_a_closing_event(self, ledger: Ledger) -> None:
+        await ledger.append([append("round:a", 0, 2), append("round:b", 0), append("other", 0)])
+        closed = event(type_="round.settled")
+        await ledger.append([StreamAppend("round:a", 2, [closed]), append("round:c", 0)])
+        assert await ledger.open_streams("round:", ["round.settled"], 10) == ["round:b", "round:c"]
+        assert await ledger.open_streams("round:", ["round.settled"], 1) == ["round:b"]
+
     async def test_one_holder_of_a_lease_until_it_expires(self, ledger: Ledger) -> None:
         assert await ledger.hold_lease("relay", "a", 0.5)
         assert await ledger.hold_lease("relay", "a", 0.5)  # renewed

@@ -55,6 +55,8 @@ HELD: Final = "feed.held"
 REJECTED: Final = "feed.rejected"
 SETTLED: Final = "round.settled"
 VOIDED: Final = "round.voided"
+#: A round still open after the open-round timeout: reported once; the round stays open.
+TIMED_OUT: Final = "round.timed_out"
 
 #: A function giving the jackpot meter of a pay table in a currency before this round.
 MeterReader = Callable[[PayTable, str], int]
@@ -170,6 +172,11 @@ class Round:
     dealt: dict[int, str] = field(default_factory=dict)
     #: The antes in ``bets`` by (player_id, box): a round can seat thousands of players.
     antes: dict[tuple[str, str], PlacedBet] = field(default_factory=dict)
+    #: Reported as timed out (a ``round.timed_out`` fact); it stays open.
+    timed_out: bool = False
+    #: Wall-clock seconds: the round's first fact, and the oldest event held now (if any).
+    started_at: float | None = None
+    held_since: float | None = None
 
     @property
     def stream(self) -> str:
@@ -219,6 +226,35 @@ class Round:
             decided = self._decide(snapshot(waiting), meters)
             facts.append(self._record(decided, waiting))
         return facts
+
+    def expire_held(self, seconds: float) -> list[Fact]:
+        """Reject every held event: the gap before it did not fill within ``seconds``."""
+        code = RejectionCode.HELD_TIMEOUT if self.table else RejectionCode.NEVER_OPENED
+        reason = (
+            f"held for seq {self.next_seq} of round {self.round_id} on table {self.table_id}, "
+            f"which did not arrive within {seconds:g} s"
+        )
+        held = [self.held[seq] for seq in sorted(self.held)]
+        self.held_since = None
+        return [self._record(_rejected(snapshot(e), code, reason, uses_seq=False), e) for e in held]
+
+    def time_out(self, seconds: float) -> Fact:
+        """The fact reporting that this round is still open after ``seconds`` (it stays open)."""
+        waiting = self.waiting_for or ""
+        reason = (
+            f"round {self.round_id} on table {self.table_id} is still open after {seconds:g} s: "
+            f"{waiting}; a late round.completed or round.voided still closes it"
+        )
+        data = {
+            "table_id": self.table_id,
+            "round_id": self.round_id,
+            "code": RejectionCode.ROUND_TIMEOUT,
+            "reason": reason,
+            "waiting_for": waiting,
+        }
+        fact = Fact(TIMED_OUT, data, f"{self.stream}:timed-out")
+        self.apply(fact)
+        return fact
 
     def abandon(self) -> list[Fact]:
         """Reject what a round that never opened holds (its feed ended without seq 1)."""
@@ -472,6 +508,9 @@ class Round:
 
     def apply(self, fact: Fact) -> None:
         """Fold one recorded fact into the state (reading a round back from the ledger)."""
+        if fact.type == TIMED_OUT:
+            self.timed_out = True
+            return
         self._apply(fact, parse_event(json.dumps(fact.data["event"])))
 
     def _apply(self, fact: Fact, event: FeedEvent) -> None:

@@ -15,11 +15,11 @@ import signal
 import structlog
 
 from croupier.bus import Bus
-from croupier.consumer import FeedConsumer
+from croupier.consumer import DEFAULT_HELD_TIMEOUT, DEFAULT_ROUND_TIMEOUT, FeedConsumer
 from croupier.deadletters import record_parked
 from croupier.ledger import Ledger
 from croupier.metrics import Metrics
-from croupier.relay import OutboxRelay
+from croupier.relay import DEFAULT_LEASE_SECONDS, OutboxRelay
 from croupier.runtime import fewer_collections
 from croupier.settler import Settler
 from croupier.web import ProbeServer
@@ -37,15 +37,24 @@ class Service:
         *,
         metrics: Metrics | None = None,
         max_batch: int = 1000,
+        held_timeout: float = DEFAULT_HELD_TIMEOUT,
+        round_timeout: float = DEFAULT_ROUND_TIMEOUT,
+        relay_lease: float = DEFAULT_LEASE_SECONDS,
     ) -> None:
         self.ledger = ledger
         self.bus = bus
         self.metrics = metrics or Metrics()
         self.metrics.publish_theoretical_rtp()
         self.settler = Settler(ledger, dead_letters=True)
-        self.relay = OutboxRelay(ledger, bus, self.metrics)
+        self.relay = OutboxRelay(ledger, bus, self.metrics, lease_seconds=relay_lease)
         self.consumer = FeedConsumer(
-            bus, self.settler, self.metrics, max_batch=max_batch, on_commit=self.relay.wake
+            bus,
+            self.settler,
+            self.metrics,
+            max_batch=max_batch,
+            on_commit=self.relay.wake,
+            held_timeout=held_timeout,
+            round_timeout=round_timeout,
         )
         self.probes = ProbeServer(self.metrics, self.readiness)
         self.http_port: int | None = None
@@ -60,6 +69,8 @@ class Service:
         applied = await self.ledger.migrate()
         if applied:
             log.info("ledger migrated", applied=applied)
+        if open_rounds := await self.settler.load_open():
+            log.info("open rounds read back from the ledger", rounds=open_rounds)
         await self.bus.connect()
         self._tasks = [
             asyncio.create_task(self.relay.run(), name="outbox-relay"),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -31,10 +32,21 @@ from croupier.deadletters import dead_letter
 from croupier.ledger import Ledger, NewEvent, OutboxMessage, RecordedEvent, StreamAppend
 from croupier.ledger.chain import canonical_json
 from croupier.logs import context_ids
-from croupier.round import HELD, REJECTED, SETTLED, VOIDED, Fact, Round, Status, stream_name
+from croupier.round import (
+    HELD,
+    REJECTED,
+    SETTLED,
+    TIMED_OUT,
+    VOIDED,
+    Fact,
+    Round,
+    Status,
+    stream_name,
+)
 from holdem import PayTable, PayTableError, load_paytable
 
 REJECTIONS_STREAM: Final = "rejections"
+ROUND_PREFIX: Final = "round:"
 METER_MOVED: Final = "jackpot.meter_moved"
 _RESULT_NAMESPACE: Final = uuid.UUID("5f0c1c1e-6a4d-4f51-9d7e-4b8f0e0d2a61")
 _YIELD_EVERY: Final = 128  # messages decided between yields to the event loop
@@ -205,6 +217,54 @@ class Settler:
                 del self._rounds[stream]
         return work.report
 
+    async def load_open(self, limit: int = 10_000) -> int:
+        """Bring the ledger's open rounds (up to ``limit``, oldest first) into memory.
+
+        At start, so that rounds left open by an earlier process are seen and time out.
+        """
+        streams = await self.ledger.open_streams(ROUND_PREFIX, (SETTLED, VOIDED), limit)
+        recorded = await self.ledger.read_streams(streams) if streams else {}
+        for stream, records in recorded.items():
+            _, table_id, round_id = stream.split(":", 2)
+            state = Round(table_id, round_id)
+            _read_back(state, records)
+            self._remember(stream, state, len(records), 0)
+        return len(recorded)
+
+    async def expire(self, held_timeout: float, round_timeout: float) -> BatchReport:
+        """Reject events held longer than ``held_timeout`` s; report rounds open longer than
+        ``round_timeout`` s (once each; they stay open). One ledger transaction."""
+        now = time.time()
+        work = Decided()
+        for stream, (state, version, _) in list(self._rounds.items()):
+            if state.status is not Status.OPEN:
+                continue
+            facts: list[Fact] = []
+            if state.held and now - (state.held_since or now) > held_timeout:
+                facts += state.expire_held(held_timeout)
+            started = state.started_at or now
+            if state.table and not state.timed_out and now - started > round_timeout:
+                facts.append(state.time_out(round_timeout))
+            if not facts:
+                continue
+            work.rounds[stream], work.versions[stream] = state, version
+            for fact in facts:
+                work.add(stream, fact)
+                work.report.handled.append(_handled_fact(fact))
+                if self.dead_letters:
+                    self._dead_letter_rejected(fact, None, work)
+        try:
+            await self._commit(work)
+        except BaseException:
+            self.forget()
+            raise
+        for stream, state in work.rounds.items():
+            if state.table is None and not state.held:
+                self._rounds.pop(stream, None)  # never opened, nothing held: nothing to keep
+            else:
+                self._remember(stream, state, work.versions[stream], self._decided)
+        return work.report
+
     async def reject_unopened(self) -> BatchReport:
         """At the end of a recorded feed: reject what waits for a round that never opened."""
         work = Decided()
@@ -263,10 +323,13 @@ class Settler:
 
     def _dead_letter_rejected(self, fact: Fact, message: Inbound | None, work: Decided) -> None:
         """The dead letter of a rejected event: the delivery's bytes, or (for an event held
-        before and released now) the event as recorded."""
-        event = fact.data["event"]
+        before and released now) the event as recorded; for a timed-out round, the fact."""
         code, reason = fact.data["code"], fact.data["reason"]
-        if message is None:
+        if message is None and fact.type == TIMED_OUT:
+            routing_key = f"{fact.data['table_id']}.{TIMED_OUT}"
+            message = Inbound(canonical_json(fact.data).encode(), 0, routing_key, None)
+        elif message is None:
+            event = fact.data["event"]
             message = Inbound(
                 canonical_json(event).encode(),
                 0,
@@ -281,6 +344,8 @@ class Settler:
     ) -> list[Handled]:
         """What became of the message, then of any held events it released."""
         facts = state.receive(event, lambda table, currency: self._meter(table, currency, work))
+        if facts:
+            _tick(state, time.time())
         for index, fact in enumerate(facts):
             work.add(stream, fact)
             if fact.type in (SETTLED, VOIDED):
@@ -308,10 +373,8 @@ class Settler:
                 work.rounds[stream], work.versions[stream], _ = cached
         recorded = await self.ledger.read_streams(list(missing)) if missing else {}
         for stream, state in missing.items():
-            for record in recorded[stream]:
-                state.apply(Fact(record.type, record.data, record.key))
-                if record.type in (SETTLED, VOIDED):
-                    work.report.found_closed.append(record)
+            _read_back(state, recorded[stream])
+            work.report.found_closed += [r for r in recorded[stream] if r.type in (SETTLED, VOIDED)]
             work.rounds[stream], work.versions[stream] = state, len(recorded[stream])
 
     def _remember(self, stream: str, state: Round, version: int, number: int) -> None:
@@ -430,11 +493,38 @@ def _parse(message: Inbound) -> FeedEvent | ContractError:
         return error
 
 
-_VERDICTS: Final = {HELD: "held", REJECTED: "rejected"}
+_VERDICTS: Final = {HELD: "held", REJECTED: "rejected", TIMED_OUT: "rejected"}
+
+
+def _read_back(state: Round, records: Sequence[RecordedEvent]) -> None:
+    """Fold a round's recorded facts into ``state``, with when it started and holds since."""
+    held_at: dict[str, float] = {}
+    for record in records:
+        state.apply(Fact(record.type, record.data, record.key))
+        if record.type == HELD:
+            held_at[record.data["event"]["event_id"]] = record.recorded_at.timestamp()
+    if records:
+        state.started_at = records[0].recorded_at.timestamp()
+    times = [held_at[e.event_id] for e in state.held.values() if e.event_id in held_at]
+    state.held_since = min(times) if times else None
+
+
+def _tick(state: Round, now: float) -> None:
+    """After facts were decided for ``state`` at ``now``: keep its clocks."""
+    if state.started_at is None:
+        state.started_at = now
+    if not state.held:
+        state.held_since = None
+    elif state.held_since is None:
+        state.held_since = now
 
 
 def _handled_fact(fact: Fact, ref: int = 0) -> Handled:
     verdict = _VERDICTS.get(fact.type, "accepted")
+    if fact.type == TIMED_OUT:
+        data = fact.data
+        ids = (None, data["table_id"], data["round_id"], None, data["code"], data["reason"])
+        return Handled(ref, verdict, *ids)
     event = fact.data["event"]
     return Handled(
         ref,

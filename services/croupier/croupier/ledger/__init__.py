@@ -240,6 +240,13 @@ class Ledger(ABC):
         """Record messages as published (idempotent; unknown ids are ignored)."""
 
     @abstractmethod
+    async def open_streams(self, prefix: str, closing: Sequence[str], limit: int) -> list[str]:
+        """Streams named ``prefix...`` with no event of a ``closing`` type, oldest first.
+
+        Reads every event of those streams' names (a scan): for start-up and reports.
+        """
+
+    @abstractmethod
     async def set_aside(self, reasons: Mapping[str, str]) -> None:
         """Set messages aside (message_id -> why): no longer pending (idempotent)."""
 

@@ -250,6 +250,16 @@ class PostgresLedger(Ledger):
             )
             self._published.marked(ids)
 
+    async def open_streams(self, prefix: str, closing: Sequence[str], limit: int) -> list[str]:
+        rows = await (await self.pool()).fetch(
+            "SELECT stream FROM events WHERE starts_with(stream, $1) GROUP BY stream "
+            "HAVING NOT bool_or(type = ANY($2::text[])) ORDER BY min(position) LIMIT $3",
+            prefix,
+            list(closing),
+            limit,
+        )
+        return [r[0] for r in rows]
+
     async def set_aside(self, reasons: Mapping[str, str]) -> None:
         if reasons:
             await (await self.pool()).execute(

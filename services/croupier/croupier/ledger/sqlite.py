@@ -165,6 +165,15 @@ class SqliteLedger(Ledger):
         """Run ``work`` on the read connection in a worker thread."""
         return await self._reader.run(work)
 
+    async def open_streams(self, prefix: str, closing: Sequence[str], limit: int) -> list[str]:
+        marks = ",".join("?" * len(closing)) or "NULL"
+        sql = (
+            "SELECT stream FROM events WHERE substr(stream, 1, ?) = ? GROUP BY stream "
+            f"HAVING SUM(type IN ({marks})) = 0 ORDER BY MIN(position) LIMIT ?"
+        )
+        rows = await self._read(sql, (len(prefix), prefix, *closing, limit))
+        return [r[0] for r in rows]
+
     async def set_aside(self, reasons: Mapping[str, str]) -> None:
         if reasons:
             rows = [(reason, message_id) for message_id, reason in reasons.items()]
