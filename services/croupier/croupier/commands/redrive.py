@@ -13,25 +13,28 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import sys
 from dataclasses import asdict, dataclass
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import aio_pika
-import aiormq
 
 from croupier.bus import (
     CODE_HEADER,
     DEAD_LETTER_QUEUE,
     FEED_EXCHANGE,
     ORIGINAL_ROUTING_KEY_HEADER,
-    BusError,
 )
 from croupier.bus.amqp import AmqpBus
-from croupier.config import Settings, configure_logging
-from croupier.ledger import open_ledger
+from croupier.config import settings
+from croupier.console import (
+    add_json_argument,
+    add_ledger_argument,
+    bounded_int,
+    ledger_at,
+    ledger_of,
+    print_json,
+)
+from croupier.errors import ExitCode, reaching
 from croupier.relay import outgoing
 
 
@@ -50,41 +53,34 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "redrive", help="re-publish parked messages to the feed", description=__doc__
     )
-    parser.add_argument("--amqp", help="broker URL (default CROUPIER_AMQP_URL)")
-    parser.add_argument("--ledger", help="ledger URL for --results (default CROUPIER_DATABASE_URL)")
-    parser.add_argument("--limit", type=int, default=10_000, help="messages at most (10,000)")
+    parser.add_argument("--amqp", metavar="URL", help="the broker (default CROUPIER_AMQP_URL)")
+    add_ledger_argument(parser)
+    parser.add_argument(
+        "--limit", type=bounded_int(1, 1_000_000), default=10_000, help="messages at most"
+    )
     parser.add_argument("--dry-run", action="store_true", help="list; change nothing")
     parser.add_argument("--all", action="store_true", help="also Croupier's own rejections")
-    parser.add_argument("--results", action="store_true", help="publish set-aside results")
-    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument(
+        "--results", action="store_true", help="publish the results the relay set aside"
+    )
+    add_json_argument(parser)
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Redrive; 0 when done, 2 when the broker or ledger cannot be reached."""
-    configure_logging("WARNING")
-    settings = Settings.from_env()
-    if args.limit < 1:
-        print("croupier redrive: --limit must be at least 1", file=sys.stderr)
-        return 2
-    try:
+    """Redrive and list what was done; 2 when the broker or ledger cannot be reached."""
+    broker = args.amqp or settings().amqp_url
+    with reaching(broker=broker):
         if args.results:
-            url = args.ledger or settings.database_url
-            listed = asyncio.run(_redrive_results(url, args.amqp or settings.amqp_url, args))
+            listed = asyncio.run(_redrive_results(ledger_of(args), broker, args))
         else:
-            listed = asyncio.run(_redrive(args.amqp or settings.amqp_url, args))
-    except (OSError, aiormq.exceptions.AMQPError, BusError) as error:
-        print(f"croupier redrive: cannot reach the broker or ledger: {error}", file=sys.stderr)
-        return 2
+            listed = asyncio.run(_redrive(broker, args))
     _print(listed, args.json)
-    return 0
+    return ExitCode.OK
 
 
 async def _redrive(url: str, args: argparse.Namespace) -> list[Parked]:
-    try:
-        connection = await aio_pika.connect(url, timeout=30)
-    except (OSError, aiormq.exceptions.AMQPError, TimeoutError) as error:
-        raise BusError(f"{mask(url)}: {error}") from error
+    connection = await aio_pika.connect(url, timeout=30)
     listed: list[Parked] = []
     try:
         taking = await connection.channel()
@@ -141,7 +137,7 @@ async def _redrive_results(
     ledger_url: str, amqp_url: str, args: argparse.Namespace
 ) -> list[Parked]:
     listed: list[Parked] = []
-    async with open_ledger(ledger_url) as ledger:
+    async with ledger_at(ledger_url) as ledger:
         aside = await ledger.set_aside_messages(args.limit)
         listed = [Parked(m.message_id, m.routing_key, why, "would redrive") for m, why in aside]
         if args.dry_run or not aside:
@@ -165,17 +161,8 @@ def _print(listed: list[Parked], as_json: bool) -> None:
     counts = {action: sum(p.action == action for p in listed) for action in ("redriven", "kept")}
     counts["would redrive"] = sum(p.action == "would redrive" for p in listed)
     if as_json:
-        print(json.dumps({"counts": counts, "messages": [asdict(p) for p in listed]}, indent=2))
+        print_json({"counts": counts, "messages": [asdict(p) for p in listed]})
         return
     for p in listed:
         print(f"{p.action:<14} {p.message_id or '-':<40} {p.routing_key:<40} {p.reason}")
     print(", ".join(f"{n} {action}" for action, n in counts.items()))
-
-
-def mask(url: str) -> str:
-    """``url`` with its password replaced by ``***``."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
