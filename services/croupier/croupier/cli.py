@@ -29,6 +29,7 @@ COMMANDS = (
     "migrate",
     "verify",
     "redrive",
+    "rounds",
     "project",
     "reconcile",
     "par",

@@ -4,6 +4,7 @@ reported once, and both are visible meanwhile (metrics; read back after a restar
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from croupier_feeds import RoundFeed, line
 
 from croupier.bus import CODE_HEADER
 from croupier.bus.memory import MemoryBus
+from croupier.cli import main
 from croupier.consumer import FeedConsumer
 from croupier.ledger import Ledger, open_ledger
 from croupier.metrics import Metrics
@@ -99,3 +101,28 @@ async def test_an_open_round_is_reported_once_and_still_settles(ledger: Ledger) 
     report = await again.handle([Inbound(line(e).encode(), n) for n, e in enumerate(rest, 10)])
     assert len(report.closed) == 1  # a late completion still settles
     assert await ledger.open_streams("round:", ["round.settled", "round.voided"], 10) == []
+
+
+async def test_the_rounds_command_lists_open_rounds_and_what_they_wait_for(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    f, g = RoundFeed(table_id="t-open"), RoundFeed(table_id="t-gap", round_id="r9")
+    events = [f.opened(), f.bet("a1"), g.opened()]
+    g.bet("a1")  # seq 2 never arrives
+    events.append(g.bet("a2", seq=3))
+    async with open_ledger(url) as ledger:
+        await ledger.migrate()
+        await Settler(ledger).handle([Inbound(line(e).encode(), n) for n, e in enumerate(events)])
+
+    status = await asyncio.to_thread(main, ["rounds", "--open", "--ledger", url, "--json"])
+
+    assert status == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert listed["open"] == 2
+    by_table = {r["table_id"]: r for r in listed["rounds"]}
+    assert by_table["t-open"]["waiting_for"] == "waiting for round.completed"
+    assert by_table["t-gap"]["waiting_for"] == "waiting for seq 2 (held: [3])"
+    assert by_table["t-gap"]["held_seqs"] == [3]
+    assert await asyncio.to_thread(main, ["rounds", "--open", "--ledger", url]) == 0
+    assert "2 open rounds" in capsys.readouterr().out
