@@ -219,7 +219,7 @@ async def test_a_poison_message_is_quarantined_and_the_consumer_goes_on(
 
 
 async def test_an_unroutable_result_is_set_aside_counted_once_and_blocks_nothing(
-    service: Service, amqp_vhost: str
+    service: Service, amqp_vhost: str, postgres_database: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     unrouted = message_id("t-unrouted", "r1", "p1", "EUR")
     connection = await aio_pika.connect(amqp_vhost, timeout=30)
@@ -254,6 +254,15 @@ async def test_an_unroutable_result_is_set_aside_counted_once_and_blocks_nothing
     assert aside.message_id == unrouted and why.startswith("unroutable")
     status, body = await http_get(service.http_port or 0, "/readyz")
     assert status == 200, body
+
+    # Once p1's wallet is bound, the operator publishes what was set aside.
+    await prepare_broker(amqp_vhost)
+    redrive = ["redrive", "--results", "--ledger", postgres_database, "--amqp", amqp_vhost]
+    capsys.readouterr()
+    assert await asyncio.to_thread(main, [*redrive, "--json"]) == 0
+    assert printed_json(capsys)["counts"]["redriven"] == 1
+    await wallet.wait_for([unrouted], timeout=60)
+    assert await service.ledger.set_aside_messages() == []
 
 
 async def test_readiness_reflects_a_relay_that_cannot_publish(
@@ -314,12 +323,18 @@ async def test_what_the_broker_dead_letters_is_recorded_and_redriven(
         assert listed == 0 and "8 would redrive" in capsys.readouterr().out
         redrive = ["redrive", "--amqp", amqp_vhost, "--json"]
         assert await asyncio.to_thread(main, redrive) == 0
-        assert json.loads(capsys.readouterr().out)["counts"]["redriven"] == 8
+        assert printed_json(capsys)["counts"]["redriven"] == 8
         await Wallet(amqp_vhost).wait_for([message_id("t-limit", "r1", "p1", "EUR")], 60)
         assert await asyncio.to_thread(main, redrive) == 0  # nothing left: idempotent
-        assert json.loads(capsys.readouterr().out)["counts"]["redriven"] == 0
+        assert printed_json(capsys)["counts"]["redriven"] == 0
         round_facts = await ledger.read_stream(stream_name("t-limit", "r1"))
         assert round_facts[-1].type == SETTLED
+
+
+def printed_json(capsys: pytest.CaptureFixture[str]) -> Any:
+    """The JSON document a command printed (after any log lines of the service in process)."""
+    out = capsys.readouterr().out
+    return json.loads(out[out.index("{\n") :])
 
 
 async def _nack_until_dead_lettered(url: str, count: int) -> None:
