@@ -119,12 +119,15 @@ class Service:
         """Keep in the ledger what the broker dead-letters (delivery limit, expiry, ...)."""
         while True:
             batch = await self.bus.next_parked(100)
-            try:
-                facts = await record_parked(self.ledger, batch)
-            except Exception as error:
-                log.warning("dead letters not recorded yet; retrying", error=repr(error))
-                await asyncio.sleep(1.0)
-                continue  # unacknowledged: the broker delivers the copies again
+            delay = 0.5
+            while True:
+                try:
+                    facts = await record_parked(self.ledger, batch)
+                    break
+                except Exception as error:  # the ledger is failing: the same batch again
+                    log.warning("dead letters not recorded yet; retrying", error=repr(error))
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 5.0)
             await self.bus.finish_parked(batch)
             for fact in facts:
                 self.metrics.rejected.labels(fact.data["code"]).inc()
