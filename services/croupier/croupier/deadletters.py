@@ -16,6 +16,8 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any, Final
 
+from pydantic_core import from_json
+
 from croupier.bus import (
     CODE_HEADER,
     DEAD_LETTER_EXCHANGE,
@@ -89,18 +91,19 @@ def outgoing(message: PendingMessage) -> Outgoing:
 def broker_fact(parked: Parked) -> NewEvent:
     """The ledger fact of a message the broker dead-lettered: its bytes, where and why.
 
-    Keyed by content, queue, reason and death count: the same copy recorded twice is one
-    fact, and a message dead-lettered again after a redrive is a second one.
+    Keyed by where, why and how often it died, then the body's SHA-256: the same copy
+    recorded twice is one fact, and a message dead-lettered again after a redrive is another.
     """
     reason = parked.reason or "unknown"
     code = BROKER_REASONS.get(reason, RejectionCode.BROKER_REJECTED)
-    identity = "\x00".join(
-        (hashlib.sha256(parked.body).hexdigest(), parked.message_id or "", parked.queue, reason)
-    )
-    key = f"dead-lettered:{hashlib.sha256(identity.encode()).hexdigest()}:{parked.count}"
+    digest = hashlib.sha256(parked.body).hexdigest()
+    where = "\x00".join((parked.message_id or "", parked.queue, reason))
+    place = hashlib.sha256(where.encode()).hexdigest()[:16]
     data = {
         "raw": parked.body[:MAX_KEPT_BYTES].decode("utf-8", errors="replace"),
         "size": len(parked.body),
+        "sha256": digest,
+        "event_id": _event_id(parked.body),
         "routing_key": parked.routing_key,
         "message_id": parked.message_id,
         "queue": parked.queue,
@@ -112,7 +115,17 @@ def broker_fact(parked: Parked) -> NewEvent:
             "is fixed"
         ),
     }
-    return NewEvent(DEAD_LETTERED, data, key)
+    return NewEvent(DEAD_LETTERED, data, f"dead-lettered:{place}:{parked.count}:{digest}")
+
+
+def _event_id(body: bytes) -> str | None:
+    """The body's ``event_id`` when it is a feed event's (parsed with the bounded parser)."""
+    try:
+        data = from_json(body)
+    except ValueError:
+        return None
+    event_id = data.get("event_id") if isinstance(data, dict) else None
+    return event_id if isinstance(event_id, str) and len(event_id) <= 64 else None
 
 
 async def record_parked(ledger: Ledger, batch: list[Parked]) -> list[NewEvent]:
