@@ -288,13 +288,15 @@ class LedgerSuite:
             "UPDATE outbox SET routing_key = 'x'",
             "DELETE FROM outbox",
             "DELETE FROM outbox_published",
+            "DELETE FROM outbox_set_aside",
         ],
     )
     async def test_database_refuses_changes(
         self, ledger: Ledger, ledger_url: str, statement: str
     ) -> None:
-        await ledger.append([append("s", 0, 2)], [message("m1")])
+        await ledger.append([append("s", 0, 2)], [message("m1"), message("m2")])
         await ledger.mark_published(["m1"])
+        await ledger.set_aside({"m2": "unroutable"})
         with pytest.raises(Exception, match="append-only"):
             await self.raw(ledger_url, statement)
         assert len(await read_everything(ledger)) == 2
@@ -455,6 +457,38 @@ class LedgerSuite:
         await ledger.append([append("s", 0, 2)])
         await ledger.append([], [message("m1")])
         assert [m.position for m in await ledger.pending_outbox()] == [2]
+
+    async def test_a_set_aside_message_is_no_longer_pending_and_is_listed(
+        self, ledger: Ledger
+    ) -> None:
+        for n in range(4):
+            await ledger.append([append(f"s{n}", 0)], [message(f"m{n}")])
+        page = await ledger.pending_outbox(3)
+        await ledger.mark_published(["m0", "m2"])
+        await ledger.set_aside({"m1": "unroutable: no queue", "unknown": "x"})
+        await ledger.set_aside({"m1": "again"})  # idempotent: the first reason stays
+        assert [m.message_id for m in page] == ["m0", "m1", "m2"]
+        assert [m.message_id for m in await ledger.pending_outbox()] == ["m3"]
+        listed = await ledger.set_aside_messages()
+        assert [(m.message_id, why) for m, why in listed] == [("m1", "unroutable: no queue")]
+        await ledger.mark_published(["m1"])  # published after all (redrive)
+        assert await ledger.set_aside_messages() == []
+
+    async def test_open_streams_are_those_without_a_closing_event(self, ledger: Ledger) -> None:
+        await ledger.append([append("round:a", 0, 2), append("round:b", 0), append("other", 0)])
+        closed = event(type_="round.settled")
+        await ledger.append([StreamAppend("round:a", 2, [closed]), append("round:c", 0)])
+        assert await ledger.open_streams("round:", ["round.settled"], 10) == ["round:b", "round:c"]
+        assert await ledger.open_streams("round:", ["round.settled"], 1) == ["round:b"]
+
+    async def test_one_holder_of_a_lease_until_it_expires(self, ledger: Ledger) -> None:
+        assert await ledger.hold_lease("relay", "a", 0.5)
+        assert await ledger.hold_lease("relay", "a", 0.5)  # renewed
+        assert not await ledger.hold_lease("relay", "b", 0.5)
+        assert await ledger.hold_lease("other", "b", 0.5)  # another lease
+        await asyncio.sleep(0.7)
+        assert await ledger.hold_lease("relay", "b", 30)  # expired: taken over
+        assert not await ledger.hold_lease("relay", "a", 30)
 
     # -- schema ---------------------------------------------------------------------
 

@@ -55,12 +55,7 @@ LOGS = Path(tempfile.gettempdir()) / "croupier-chaos-last"
 
 #: Kinds of the corpus that still cause harm on this code base, and why. They run only with
 #: ``CROUPIER_CHAOS_ALL=1`` until the fix lands; the assertions stay as they are.
-PENDING: dict[str, str] = {
-    "settles with a player_id of 300 bytes": (
-        "its result's routing key exceeds AMQP's 255-byte short string; the relay retries it "
-        "forever and every later result waits (lost)"
-    ),
-}
+PENDING: dict[str, str] = {}
 
 
 @dataclass(frozen=True)

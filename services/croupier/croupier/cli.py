@@ -29,6 +29,8 @@ COMMANDS = (
     "simulate",
     "migrate",
     "verify",
+    "redrive",
+    "rounds",
     "project",
     "reconcile",
     "par",

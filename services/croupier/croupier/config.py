@@ -16,6 +16,12 @@ CROUPIER_PLAYER_TOKEN_    HS256 secret of players' JWTs (web)             none
 CROUPIER_PLAYER_TOKEN_    the operator's PEM public key (or a file) for   none
   PUBLIC_KEY              players' RS256/ES256/EdDSA JWTs (web)
 CROUPIER_STAFF_KEYS       staff keys and roles, JSON text or a file (web) none
+CROUPIER_HELD_TIMEOUT     seconds an event waits for a seq gap to fill,   300
+                          then it is rejected (held_timeout)
+CROUPIER_ROUND_TIMEOUT    seconds a round stays open before it is         3600
+                          reported (round_timeout; it stays open)
+CROUPIER_RELAY_LEASE      seconds until a standby takes over relaying     10
+                          from an instance that stopped renewing
 ========================  ==============================================  ==============
 
 The environment wins over ``.env``. An invalid value is a configuration error (exit 2) named
@@ -71,6 +77,15 @@ class Settings(BaseSettings):
     )
     max_batch: int = Field(
         1000, ge=1, le=MAX_BATCH_LIMIT, description="feed messages per ledger transaction"
+    )
+    held_timeout: float = Field(
+        300.0, gt=0, le=7 * 86400, description="seconds an event waits for a seq gap to fill"
+    )
+    round_timeout: float = Field(
+        3600.0, gt=0, le=30 * 86400, description="seconds a round stays open until reported"
+    )
+    relay_lease: float = Field(
+        10.0, ge=1, le=600, description="seconds until a standby takes over the relay"
     )
 
     web_port: int = Field(

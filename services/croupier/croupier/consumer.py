@@ -5,11 +5,15 @@ Guarantees:
   exactly-once in the ledger thanks to idempotent appends).
 - Batches are processed one after another from a single-active-consumer queue, so prefetch
   never turns into concurrent reordering: each table's events keep their order.
-- Rejected input is recorded in the ledger, then dead-lettered with its reason; the consumer
-  goes on. A message that makes settlement itself fail is isolated, quarantined the same
-  way, and never blocks the queue.
+- Rejected input is recorded in the ledger with its dead letter in the outbox, in the same
+  transaction; the relay publishes the dead letter. A message that makes settlement itself
+  fail is isolated, quarantined the same way, and never blocks the queue.
 - Transient faults (database or broker down) back off and retry without acking; readiness
   is false meanwhile. Nothing is lost: unacked deliveries stay with the broker.
+- Nothing waits forever unseen: between batches (at least every ``sweep_every`` s) events
+  held for a gap in ``seq`` longer than ``held_timeout`` are rejected (recorded,
+  dead-lettered) and rounds open longer than ``round_timeout`` are reported once; the
+  held events, open rounds and their ages are metrics meanwhile.
 """
 
 from __future__ import annotations
@@ -24,14 +28,19 @@ from typing import Final
 import asyncpg
 import structlog
 
-from croupier.bus import BusError, DeadLetter, Delivery, FeedSource
+from croupier.bus import BusError, Delivery, FeedSource
 from croupier.ledger import VersionConflict
 from croupier.logs import context_ids
 from croupier.metrics import Metrics
-from croupier.round import SETTLED
+from croupier.round import SETTLED, Status
 from croupier.settler import BatchReport, Handled, Inbound, Settler
 
 log = structlog.get_logger("croupier.consumer")
+
+#: Seconds an event may wait for a gap in its round's ``seq`` to fill before it is rejected.
+DEFAULT_HELD_TIMEOUT: Final = 300.0
+#: Seconds a round may stay open before it is reported (once; it stays open).
+DEFAULT_ROUND_TIMEOUT: Final = 3600.0
 
 _TRANSIENT: Final = (
     OSError,
@@ -70,6 +79,9 @@ class FeedConsumer:
         max_batch: int = 1000,
         linger: float = 0.005,
         on_commit: Callable[[], None] = lambda: None,
+        held_timeout: float = DEFAULT_HELD_TIMEOUT,
+        round_timeout: float = DEFAULT_ROUND_TIMEOUT,
+        sweep_every: float = 5.0,
     ) -> None:
         self.source = source
         self.settler = settler
@@ -77,8 +89,12 @@ class FeedConsumer:
         self.max_batch = max_batch
         self.linger = linger
         self.on_commit = on_commit
+        self.held_timeout = held_timeout
+        self.round_timeout = round_timeout
+        self.sweep_every = sweep_every
         self.healthy = True
         self._stopping = asyncio.Event()
+        self._swept = time.monotonic()
 
     async def run(self) -> None:
         """Consume until :meth:`stop`; the batch in hand is always finished first."""
@@ -86,33 +102,60 @@ class FeedConsumer:
             batch = await self._next_batch()
             if batch:
                 await asyncio.shield(self._process(batch))
+            if time.monotonic() - self._swept >= self.sweep_every:
+                await asyncio.shield(self.sweep())
+
+    async def sweep(self) -> None:
+        """Time out what waited too long; refresh the held and open gauges."""
+        self._swept = time.monotonic()
+        try:
+            report = await self.settler.expire(self.held_timeout, self.round_timeout)
+        except Exception as error:
+            log.warning("timeouts not recorded yet; retrying", error=repr(error))
+            self.settler.forget()
+            return
+        if report.handled:
+            self.on_commit()
+            self._observe(report, 0, 0.0)
+        self._gauge_waiting()
+
+    def _gauge_waiting(self) -> None:
+        now = time.time()
+        open_rounds = [r for r in self.settler.rounds if r.status is Status.OPEN]
+        held = [r for r in open_rounds if r.held]
+        m = self.metrics
+        m.rounds_open.set(len(open_rounds))
+        m.events_held.set(sum(len(r.held) for r in held))
+        started = [r.started_at for r in open_rounds if r.started_at is not None]
+        m.oldest_open_round.set(now - min(started) if started else 0)
+        since = [r.held_since for r in held if r.held_since is not None]
+        m.oldest_held_event.set(now - min(since) if since else 0)
 
     def stop(self) -> None:
         """Finish the batch in hand, then return from :meth:`run`."""
         self._stopping.set()
 
     async def _next_batch(self) -> list[Delivery]:
+        """The next batch; empty when stopping or when the next sweep is due first."""
         taking = asyncio.ensure_future(self.source.next_batch(self.max_batch, self.linger))
         stopping = asyncio.ensure_future(self._stopping.wait())
-        done, _ = await asyncio.wait({taking, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        due = max(0.0, self.sweep_every - (time.monotonic() - self._swept))
+        done, _ = await asyncio.wait(
+            {taking, stopping}, timeout=due, return_when=asyncio.FIRST_COMPLETED
+        )
+        stopping.cancel()
         if taking in done:
-            stopping.cancel()
             return taking.result()
-        taking.cancel()
+        taking.cancel()  # nothing is taken off the inbox until a batch is complete
         return []
 
     async def _process(self, batch: Sequence[Delivery]) -> None:
         started = time.perf_counter()
         report = await self._settle(batch)
-        by_tag = {d.tag: d for d in batch}
-        dead = [
-            DeadLetter(by_tag[h.ref], h.code or "rejected", h.reason or "")
-            for h in report.handled
-            if h.verdict == "rejected" and h.ref in by_tag
-        ]
-        await self.source.finish_batch(batch, dead)
-        self.on_commit()
-        self._observe(report, dead, len(batch), time.perf_counter() - started)
+        self.on_commit()  # the relay publishes results and dead letters now
+        await self.source.finish_batch(batch)
+        await self.source.committed()
+        self._observe(report, len(batch), time.perf_counter() - started)
 
     async def _settle(self, batch: Sequence[Delivery]) -> BatchReport:
         delay = 0.05
@@ -133,7 +176,7 @@ class FeedConsumer:
 
     async def _settle_or_isolate(self, batch: Sequence[Delivery]) -> BatchReport:
         try:
-            return await self.settler.handle([Inbound(d.body, d.tag) for d in batch])
+            return await self.settler.handle([_inbound(d) for d in batch])
         except Exception as error:
             if is_transient(error):
                 raise
@@ -150,7 +193,7 @@ class FeedConsumer:
                     raise
                 with structlog.contextvars.bound_contextvars(**context_ids(delivery.body)):
                     log.exception("quarantining a message settlement fails on", tag=delivery.tag)
-                handled = await self.settler.quarantine(Inbound(delivery.body, delivery.tag), error)
+                handled = await self.settler.quarantine(_inbound(delivery), error)
                 report = BatchReport(handled=[handled])
             merged.handled += report.handled
             merged.closed += report.closed
@@ -158,7 +201,7 @@ class FeedConsumer:
         return merged
 
     async def _settle_one(self, delivery: Delivery) -> BatchReport:
-        return await self.settler.handle([Inbound(delivery.body, delivery.tag)])
+        return await self.settler.handle([_inbound(delivery)])
 
     def _unhealthy(self, error: BaseException, delay: float) -> None:
         if self.healthy:
@@ -167,11 +210,10 @@ class FeedConsumer:
         self.settler.forget()
         log.debug("backing off", seconds=delay)
 
-    def _observe(
-        self, report: BatchReport, dead: Sequence[DeadLetter], size: int, seconds: float
-    ) -> None:
+    def _observe(self, report: BatchReport, size: int, seconds: float) -> None:
         m = self.metrics
-        m.batch_size.observe(size)
+        if size:
+            m.batch_size.observe(size)
         # Counted per label per batch: each labels() lookup takes the metric's lock.
         consumed: Counter[str] = Counter()
         rejected: Counter[str] = Counter()
@@ -185,8 +227,6 @@ class FeedConsumer:
             m.consumed.labels(event_type).inc(count)
         for code, count in rejected.items():
             m.rejected.labels(code).inc(count)
-        for letter in dead:
-            m.dead_lettered.labels(letter.code).inc()
         for closed in report.closed:
             status = "settled" if closed.type == SETTLED else "voided"
             m.observe_closed([closed.data], status)
@@ -200,6 +240,10 @@ class FeedConsumer:
                 ledger_position=closed.position,
                 bets=len(closed.data["results"]),
             )
+
+
+def _inbound(delivery: Delivery) -> Inbound:
+    return Inbound(delivery.body, delivery.tag, delivery.routing_key, delivery.message_id)
 
 
 def _log_rejection(handled: Handled) -> None:

@@ -13,7 +13,7 @@ import re
 from collections import Counter
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Any, Final, Literal, Self
 
 from pydantic import (
     AwareDatetime,
@@ -28,8 +28,9 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_core import ErrorDetails, PydanticCustomError
+from pydantic_core import ErrorDetails, PydanticCustomError, from_json
 
+from croupier.codes import RejectionCode
 from holdem import Action, Game, Outcome, Spot, Stage
 
 SCHEMA_VERSION = 1
@@ -60,9 +61,22 @@ class Target(StrEnum):
 PlacedSpot = Literal[Spot.ANTE, Spot.AA_BONUS, Spot.JACKPOT, Spot.PLUS]
 WAGER_ACTIONS = frozenset({Action.CALL, Action.BET})
 
+#: The largest feed message the contract reads (a valid event is well under 2 KiB).
+MAX_BODY_BYTES: Final = 16 * 1024
+#: The highest ``seq`` of a round (a shared hand of 10,000 players needs about 50,000).
+MAX_SEQ: Final = 1_000_000
+#: The largest amount in minor units (2**53 - 1: exact in every JSON reader).
+MAX_AMOUNT: Final = 2**53 - 1
+MAX_REASON_LENGTH: Final = 500
+
 UUID_PATTERN = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
 TABLE_ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 ROUND_ID_PATTERN = r"^[A-Za-z0-9_.:-]{1,128}$"
+#: Bet, player and box ids: ASCII only, so ``<currency>.<player_id>`` is at most 68 bytes.
+ID_PATTERN = r"^[A-Za-z0-9_.:@+=-]{1,64}$"
+PAYTABLE_PATTERN = r"^[A-Za-z0-9_.-]{1,32}/[A-Za-z0-9_.-]{1,32}$"
+#: Free text: at least one non-space, no control characters (C0, DEL, C1).
+TEXT_PATTERN = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$"
 CARD_PATTERN = r"^[2-9TJQKA][cdhs]$"
 CURRENCY_PATTERN = r"^[A-Z]{3}$"
 RFC3339_PATTERN = (
@@ -86,19 +100,23 @@ EventId = Annotated[
 ]
 TableId = Annotated[str, StringConstraints(pattern=TABLE_ID_PATTERN)]
 RoundId = Annotated[str, StringConstraints(pattern=ROUND_ID_PATTERN)]
-Text = Annotated[str, StringConstraints(min_length=1)]
+Id = Annotated[str, StringConstraints(pattern=ID_PATTERN)]
+MessageId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.:@+=-]{1,128}$")]
+PaytableId = Annotated[str, StringConstraints(pattern=PAYTABLE_PATTERN)]
+Reason = Annotated[str, StringConstraints(max_length=MAX_REASON_LENGTH, pattern=TEXT_PATTERN)]
 Card = Annotated[str, StringConstraints(pattern=CARD_PATTERN)]
 Currency = Annotated[str, StringConstraints(pattern=CURRENCY_PATTERN)]
-Amount = Annotated[int, Field(gt=0)]
+Amount = Annotated[int, Field(gt=0, le=MAX_AMOUNT)]
 Money = Annotated[int, Field(ge=0)]
 Timestamp = Annotated[
     AwareDatetime,
     BeforeValidator(_rfc3339_text),
     Field(strict=False, json_schema_extra={"pattern": RFC3339_PATTERN}),
 ]
-_OptionalText = Annotated[Text | None, WithJsonSchema({"minLength": 1, "type": "string"})]
+_OptionalId = Annotated[Id | None, WithJsonSchema({"pattern": ID_PATTERN, "type": "string"})]
 _OptionalAmount = Annotated[
-    Amount | None, WithJsonSchema({"exclusiveMinimum": 0, "type": "integer"})
+    Amount | None,
+    WithJsonSchema({"exclusiveMinimum": 0, "maximum": MAX_AMOUNT, "type": "integer"}),
 ]
 
 
@@ -125,15 +143,15 @@ class RoundOpenedPayload(_Model):
     """'round.opened': which game and pay table the round plays."""
 
     game: Game
-    paytable: Text = Field(description="pay table id, e.g. casino-holdem/classic")
+    paytable: PaytableId = Field(description="pay table id, e.g. casino-holdem/classic")
 
 
 class BetPlacedPayload(_Model):
     """'bet.placed': a wager on a box, in minor units of 'currency'."""
 
-    bet_id: Text = Field(description="unique in the round")
-    player_id: Text
-    box: Text = Field(description="the hand the bet rides on; 'main' for one shared hand")
+    bet_id: Id = Field(description="unique in the round")
+    player_id: Id
+    box: Id = Field(description="the hand the bet rides on; 'main' for one shared hand")
     spot: PlacedSpot
     amount: Amount = Field(description="minor units")
     currency: Currency = Field(description="ISO 4217 code")
@@ -151,10 +169,10 @@ class CardsDealtPayload(_Model):
     )
 
     target: Target
-    box: _OptionalText = Field(
+    box: _OptionalId = Field(
         default=None, exclude_if=_is_none, description="only (and always) for target player"
     )
-    cards: list[Card] = Field(min_length=1, json_schema_extra={"uniqueItems": True})
+    cards: list[Card] = Field(min_length=1, max_length=5, json_schema_extra={"uniqueItems": True})
 
     @field_validator("cards")
     @classmethod
@@ -188,10 +206,10 @@ class DecisionMadePayload(_Model):
         }
     )
 
-    ante_bet_id: Text = Field(description="the ante this decision belongs to")
+    ante_bet_id: Id = Field(description="the ante this decision belongs to")
     stage: Stage
     action: Action
-    bet_id: _OptionalText = Field(
+    bet_id: _OptionalId = Field(
         default=None, exclude_if=_is_none, description="the new wager's id (call, bet)"
     )
     amount: _OptionalAmount = Field(
@@ -217,7 +235,7 @@ class RoundCompletedPayload(_Model):
 class RoundVoidedPayload(_Model):
     """'round.voided': a misdeal or fault; every wager of the round is refunded."""
 
-    reason: Annotated[str, StringConstraints(pattern=r"\S")] = Field(description="non-empty text")
+    reason: Reason = Field(description="text, not blank, no control characters")
 
 
 # ---------------------------------------------------------------- feed events
@@ -231,7 +249,7 @@ class EventEnvelope(_Model):
     schema_version: int = Field(json_schema_extra={"const": SCHEMA_VERSION})
     table_id: TableId
     round_id: RoundId = Field(description="unique per table")
-    seq: int = Field(ge=1, description="place in the round: 1, 2, 3, ... with no gaps")
+    seq: int = Field(ge=1, le=MAX_SEQ, description="place in the round: 1, 2, 3, ... with no gaps")
     occurred_at: Timestamp = Field(description="RFC 3339, when it happened at the source")
 
     @field_validator("schema_version")
@@ -309,7 +327,7 @@ FEED_EVENT_ADAPTER: TypeAdapter[FeedEvent] = TypeAdapter(FeedEvent)
 class BetLine(_Model):
     """One settled wager; 'returned' is stake + win, the stake on push/refund, else 0."""
 
-    bet_id: Text
+    bet_id: Id
     spot: Spot = Field(strict=False)
     stake: Amount
     returned: Money
@@ -331,10 +349,10 @@ class BetLine(_Model):
 class SettlementResult(_Model):
     """What one player gets back from one round (published to wallets, written by replay)."""
 
-    message_id: Text = Field(description="stable id; wallets deduplicate on it")
+    message_id: MessageId = Field(description="stable id; wallets deduplicate on it")
     table_id: TableId
     round_id: RoundId
-    player_id: Text
+    player_id: Id
     currency: Currency
     bets: list[BetLine] = Field(min_length=1)
     stake_total: Money = Field(description="sum of bets[].stake")
@@ -360,40 +378,62 @@ class Rejection(_Model):
 
     line: int = Field(ge=1, description="1-based line number in the replayed JSONL file")
     event_id: str | None = Field(description="the raw event's event_id, when it had one")
-    reason: Text
+    reason: Annotated[str, StringConstraints(min_length=1)]
+    code: RejectionCode | None = Field(
+        default=None, exclude_if=_is_none, description="the rejection code (README: codes)"
+    )
 
 
 # ---------------------------------------------------------------- parsing
 
 
 class ContractError(ValueError):
-    """A feed message breaks the contract; 'str(err)' says what to fix."""
+    """A feed message breaks the contract; 'str(err)' says what to fix, 'code' which rule."""
 
-    def __init__(self, reasons: list[str], event_id: str | None = None) -> None:
+    def __init__(
+        self,
+        reasons: list[str],
+        event_id: str | None = None,
+        code: RejectionCode = RejectionCode.CONTRACT,
+    ) -> None:
         super().__init__("; ".join(reasons))
         self.reasons: tuple[str, ...] = tuple(reasons)
         self.event_id = event_id
+        self.code = code
 
 
 def parse_event(raw: bytes | str) -> FeedEvent:
-    """Decode one feed message (JSON text) into its typed event, or raise ContractError."""
+    """Decode one feed message (JSON text) into its typed event, or raise ContractError.
+
+    Any input ends in one of the two: the body size is checked before parsing, and the
+    parser (jiter) refuses nesting beyond its recursion limit as invalid JSON instead of
+    raising RecursionError.
+    """
+    size = len(raw) if isinstance(raw, bytes) else len(raw.encode("utf-8", "surrogatepass"))
+    if size > MAX_BODY_BYTES:
+        reason = f"message of {size:,} bytes; the contract allows at most {MAX_BODY_BYTES:,}"
+        raise ContractError([reason], None, RejectionCode.TOO_LARGE)
     try:
         return FEED_EVENT_ADAPTER.validate_json(raw)
     except ValidationError as exc:
-        reasons = [describe_error(error) for error in exc.errors(include_url=False)]
+        errors = exc.errors(include_url=False)
+        reasons = [describe_error(error) for error in errors]
+        if any(error["type"] == "json_invalid" for error in errors):
+            raise ContractError(reasons, None, RejectionCode.NOT_JSON) from None
         raise ContractError(reasons, _raw_event_id(raw)) from None
 
 
 def _raw_event_id(raw: bytes | str) -> str | None:
-    """The raw message's 'event_id' if it has a string one, for the rejection record."""
+    """The raw message's 'event_id' if it has a UUID one, for the rejection record."""
     try:
-        data = json.loads(raw)
+        data = from_json(raw)  # the same bounded parser: no RecursionError
     except ValueError:
         return None
     event_id = data.get("event_id") if isinstance(data, dict) else None
-    return event_id if isinstance(event_id, str) else None
+    return event_id if isinstance(event_id, str) and _UUID.match(event_id) else None
 
 
+_UUID = re.compile(UUID_PATTERN)
 _ONE_OF = {
     "event_type": EventType,
     "game": Game,
@@ -405,21 +445,21 @@ _EXPECTED = {
     "event_id": "a UUID string, e.g. '0b6f1f8e-5a47-4c1e-9a4e-2f1d7c3b9a10'",
     "table_id": "1-64 characters of A-Z a-z 0-9 _ -",
     "round_id": "1-128 characters of A-Z a-z 0-9 _ . : -",
-    "seq": "an integer >= 1",
     "schema_version": f"the integer {SCHEMA_VERSION}",
     "occurred_at": "an RFC 3339 timestamp with a UTC offset, e.g. '2024-05-01T20:15:00Z'",
     "payload": "a JSON object",
+    "seq": f"an integer from 1 to {MAX_SEQ:,}",
     "paytable": "a pay table id, e.g. 'casino-holdem/classic'",
-    "bet_id": "a non-empty string",
-    "ante_bet_id": "a non-empty string",
-    "player_id": "a non-empty string",
-    "box": "a non-empty string",
+    "bet_id": "1-64 characters of A-Z a-z 0-9 _ . : @ + = -",
+    "ante_bet_id": "1-64 characters of A-Z a-z 0-9 _ . : @ + = -",
+    "player_id": "1-64 characters of A-Z a-z 0-9 _ . : @ + = -",
+    "box": "1-64 characters of A-Z a-z 0-9 _ . : @ + = -",
     "spot": "one of 'ante', 'aa_bonus', 'jackpot', 'plus'",
-    "amount": "a positive integer in minor units",
+    "amount": f"a positive integer in minor units, at most {MAX_AMOUNT:,}",
     "currency": "an ISO 4217 code of three upper-case letters, e.g. 'EUR'",
-    "cards": "a non-empty list of cards",
+    "cards": "a list of 1 to 5 distinct cards",
     "card": "a card: rank 2-9 T J Q K A then suit c d h s, e.g. 'As', 'Td', '2c'",
-    "reason": "a non-empty text",
+    "reason": f"text of at most {MAX_REASON_LENGTH} characters, not blank, no control characters",
 } | {name: "one of " + ", ".join(f"'{v}'" for v in enum) for name, enum in _ONE_OF.items()}
 _NOT_OBJECT = frozenset({"model_type", "model_attributes_type", "dict_type"})
 _JSON_TYPES = {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}

@@ -78,10 +78,35 @@ class Metrics:
         )
         self.unroutable = Counter(
             "croupier_results_unroutable",
-            "Settlement results the broker could not route",
+            "Settlement results the broker could not route (set aside: counted once)",
             registry=r,
         )
+        self.set_aside = Counter(
+            "croupier_results_set_aside",
+            "Outbox messages set aside because the broker refuses them, by kind",
+            ["kind"],
+            registry=r,
+        )
+        self.relay_active = Gauge(
+            "croupier_relay_active", "1 while this instance holds the relay lease", registry=r
+        )
         self.ready = Gauge("croupier_ready", "1 when the service is ready", registry=r)
+        self.rounds_open = Gauge(
+            "croupier_rounds_open", "Rounds open in this instance's memory", registry=r
+        )
+        self.events_held = Gauge(
+            "croupier_events_held", "Events held for a gap in their round's seq", registry=r
+        )
+        self.oldest_open_round = Gauge(
+            "croupier_oldest_open_round_seconds",
+            "Age of the oldest open round (0 when none)",
+            registry=r,
+        )
+        self.oldest_held_event = Gauge(
+            "croupier_oldest_held_event_seconds",
+            "How long the longest-held event has waited (0 when none)",
+            registry=r,
+        )
         self.theoretical_rtp = Gauge(
             "croupier_theoretical_rtp",
             "RTP of the main game under best strategy, from the pay table's PAR sheet",

@@ -1,25 +1,48 @@
-"""The outbox relay: settlement results from the ledger's outbox to the wallets' exchange.
+"""The outbox relay: settlement results and dead letters from the ledger's outbox to the broker.
 
-A result is marked published only after the broker confirmed it; a crash in between means it
-is published again with the same ``message_id``, which wallets deduplicate on. A result no
-queue is bound for is an error that is logged, counted and retried, never dropped.
+Guarantees:
+- One publisher per outbox: a relay publishes only while it holds the ledger's relay lease
+  (``Ledger.hold_lease``), renewed every third of its term. Standby instances wait and take
+  over within ``lease_seconds`` of the holder's last renewal (a crash, a hang, a partition).
+- A message is marked published only after the broker confirmed it; a crash in between
+  means it is published again with the same ``message_id``, which wallets deduplicate on.
+- A message the broker refuses for good (unroutable, too long to frame, nacked) is set aside
+  in the ledger with the reason, counted once (``croupier_results_set_aside_total``) and not
+  retried: the messages after it go on. ``croupier redrive --results`` publishes set-aside
+  messages once the cause is fixed.
+- ``healthy`` is False while relaying fails (broker or database down); readiness shows it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
+import time
+import uuid
+from collections import Counter
+from typing import Final
 
 import structlog
 
-from croupier.bus import BusError, Outgoing, SettlementSink, Unroutable
+from croupier import deadletters
+from croupier.bus import DEAD_LETTER_EXCHANGE, UNROUTABLE, Outgoing, Refused, SettlementSink
 from croupier.ledger import Ledger, PendingMessage
 from croupier.metrics import Metrics
 
 log = structlog.get_logger("croupier.relay")
 
+RELAY_LEASE: Final = "outbox-relay"
+DEFAULT_LEASE_SECONDS: Final = 10.0
+
+
+def instance_name() -> str:
+    """This process, as a lease holder: host, pid and a random suffix."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
 
 class OutboxRelay:
-    """Publishes pending outbox messages with confirms, then marks them published."""
+    """Publishes pending outbox messages with confirms while it holds the relay lease."""
 
     def __init__(
         self,
@@ -29,17 +52,25 @@ class OutboxRelay:
         *,
         batch: int = 1000,
         idle: float = 0.5,
+        lease_seconds: float = DEFAULT_LEASE_SECONDS,
+        holder: str | None = None,
     ) -> None:
+        assert lease_seconds > 0
         self.ledger = ledger
         self.sink = sink
         self.metrics = metrics
         self.batch = batch
         self.idle = idle
+        self.lease_seconds = lease_seconds
+        self.holder = holder or instance_name()
+        self.active = False
+        self.healthy = True
+        self._renewed = 0.0
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()
 
     def wake(self) -> None:
-        """New results were committed: publish them now rather than at the next poll."""
+        """New messages were committed: publish them now rather than at the next poll."""
         self._wake.set()
 
     def stop(self) -> None:
@@ -52,52 +83,102 @@ class OutboxRelay:
         delay = 0.1
         while not self._stopping.is_set():
             try:
-                sent = await self.relay_once()
+                sent = await self.relay_once() if await self.hold() else 0
+                self.healthy = True
                 delay = 0.1
             except Exception as error:
-                log.warning("relay fault; retrying", error=repr(error), retry_in=delay)
+                if self.healthy:
+                    log.warning("relay fault; retrying", error=repr(error), retry_in=delay)
+                self.healthy = False
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
                 continue
             if sent < self.batch:
-                await self._idle()
+                await self._idle(self.idle if self.active else self.lease_seconds / 3)
+
+    async def hold(self) -> bool:
+        """Whether this relay holds the lease now (taking or renewing it when due)."""
+        now = time.monotonic()
+        if self.active and now - self._renewed < self.lease_seconds / 3:
+            return True
+        try:
+            held = await self.ledger.hold_lease(RELAY_LEASE, self.holder, self.lease_seconds)
+        except BaseException:
+            self._activate(False)
+            raise
+        if held:
+            self._renewed = now
+        self._activate(held)
+        return held
 
     async def relay_once(self) -> int:
-        """Publish one page of pending results; the number confirmed and marked."""
+        """Publish one page of pending messages; the number taken off the outbox."""
         pending = await self.ledger.pending_outbox(self.batch)
         self.metrics.outbox_backlog.set(len(pending))
         if not pending:
             return 0
-        confirmed = [m.message_id for m in pending]
-        try:
-            await self.sink.publish([_outgoing(m) for m in pending])
-        except Unroutable as error:
-            self.metrics.unroutable.inc(len(error.message_ids))
-            log.error("settlement results are unroutable", message_ids=error.message_ids[:20])
-            refused = set(error.message_ids)
-            confirmed = [i for i in confirmed if i not in refused]
-            await self.ledger.mark_published(confirmed)
-            raise BusError(f"{len(refused)} results unroutable; bind a queue for them") from error
-        await self.ledger.mark_published(confirmed)
-        self.metrics.published.inc(len(confirmed))
-        self.metrics.outbox_backlog.set(len(pending) - len(confirmed))
-        return len(confirmed)
+        refused = {r.message_id: r for r in await self.sink.publish(_outgoing_page(pending))}
+        published = [m for m in pending if m.message_id not in refused]
+        await self.ledger.mark_published([m.message_id for m in published])
+        if refused:
+            await self.ledger.set_aside({i: f"{r.kind}: {r.reason}" for i, r in refused.items()})
+            self._count_set_aside(list(refused.values()))
+        self._count_published(published)
+        self.metrics.outbox_backlog.set(0 if len(pending) < self.batch else len(pending))
+        return len(pending)
 
     async def drain(self, timeout: float = 10.0) -> None:
-        """Publish everything pending now (at shutdown), giving up after ``timeout``."""
+        """Publish everything pending now (at shutdown, if active), within ``timeout``."""
+        if not self.active:
+            return
         async with asyncio.timeout(timeout):
             while await self.relay_once() == self.batch:
                 pass
 
-    async def _idle(self) -> None:
+    def _activate(self, held: bool) -> None:
+        if held != self.active:
+            log.info("relaying the outbox" if held else "standing by; another instance relays")
+        self.active = held
+        self.metrics.relay_active.set(held)
+
+    def _count_set_aside(self, refused: list[Refused]) -> None:
+        kinds = Counter(r.kind for r in refused)
+        for kind, count in kinds.items():
+            self.metrics.set_aside.labels(kind).inc(count)
+        self.metrics.unroutable.inc(kinds[UNROUTABLE])
+        log.error(
+            "messages set aside: the broker refuses them",
+            count=len(refused),
+            first=[f"{r.message_id}: {r.kind}: {r.reason}" for r in refused[:5]],
+        )
+
+    def _count_published(self, published: list[PendingMessage]) -> None:
+        codes: Counter[str] = Counter()
+        results = 0
+        for message in published:
+            if message.exchange == DEAD_LETTER_EXCHANGE:
+                codes[str(message.body.get("code"))] += 1
+            else:
+                results += 1
+        self.metrics.published.inc(results)
+        for code, count in codes.items():
+            self.metrics.dead_lettered.labels(code).inc(count)
+
+    async def _idle(self, seconds: float) -> None:
         try:
-            async with asyncio.timeout(self.idle):
+            async with asyncio.timeout(seconds):
                 await self._wake.wait()
         except TimeoutError:
             pass
         self._wake.clear()
 
 
-def _outgoing(message: PendingMessage) -> Outgoing:
+def _outgoing_page(pending: list[PendingMessage]) -> list[Outgoing]:
+    return [outgoing(m) for m in pending]
+
+
+def outgoing(message: PendingMessage) -> Outgoing:
+    if message.exchange == DEAD_LETTER_EXCHANGE:
+        return deadletters.outgoing(message)
     body = {**message.body, "ledger_position": message.position}
-    return Outgoing(message.message_id, message.routing_key, body)
+    return Outgoing(message.message_id, message.routing_key, body, exchange=message.exchange)

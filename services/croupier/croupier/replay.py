@@ -19,6 +19,7 @@ from typing import Any, Final, TextIO
 
 import structlog
 
+from croupier.codes import RejectionCode
 from croupier.contract import Rejection
 from croupier.ledger import Ledger
 from croupier.round import SETTLED, VOIDED, Status
@@ -208,7 +209,10 @@ def _count(
         line = handled.ref or held_lines.pop(handled.event_id or "", 0)
         summary.rejected[handled.code or "unknown"] += 1
         rejection = Rejection(
-            line=max(line, 1), event_id=handled.event_id, reason=handled.reason or ""
+            line=max(line, 1),
+            event_id=handled.event_id,
+            reason=handled.reason or "",
+            code=RejectionCode(handled.code) if handled.code else None,
         )
         rejections.write(json.dumps(rejection.model_dump(mode="json")) + "\n")
         log.info(

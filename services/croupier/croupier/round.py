@@ -33,6 +33,7 @@ from enum import StrEnum
 from typing import Any, Final
 
 import holdem
+from croupier.codes import RejectionCode
 from croupier.contract import (
     BetPlaced,
     CardsDealt,
@@ -54,6 +55,8 @@ HELD: Final = "feed.held"
 REJECTED: Final = "feed.rejected"
 SETTLED: Final = "round.settled"
 VOIDED: Final = "round.voided"
+#: A round still open after the open-round timeout: reported once; the round stays open.
+TIMED_OUT: Final = "round.timed_out"
 
 #: A function giving the jackpot meter of a pay table in a currency before this round.
 MeterReader = Callable[[PayTable, str], int]
@@ -70,7 +73,7 @@ class Status(StrEnum):
 class Rejection(Exception):
     """An event the round refuses: a short ``code`` for metrics, and a reason to act on."""
 
-    def __init__(self, code: str, reason: str) -> None:
+    def __init__(self, code: RejectionCode, reason: str) -> None:
         super().__init__(reason)
         self.code = code
 
@@ -169,6 +172,11 @@ class Round:
     dealt: dict[int, str] = field(default_factory=dict)
     #: The antes in ``bets`` by (player_id, box): a round can seat thousands of players.
     antes: dict[tuple[str, str], PlacedBet] = field(default_factory=dict)
+    #: Reported as timed out (a ``round.timed_out`` fact); it stays open.
+    timed_out: bool = False
+    #: Wall-clock seconds: the round's first fact, and the oldest event held now (if any).
+    started_at: float | None = None
+    held_since: float | None = None
 
     @property
     def stream(self) -> str:
@@ -197,10 +205,18 @@ class Round:
             return []
         if known is not None:
             reason = f"event_id {event.event_id} was already used for an event with other content"
-            return [self._record(_rejected(snap, "reused_event_id", reason, uses_seq=False), event)]
+            return [
+                self._record(
+                    _rejected(snap, RejectionCode.REUSED_EVENT_ID, reason, uses_seq=False), event
+                )
+            ]
         if event.seq < self.next_seq or event.seq in self.held:
             reason = f"seq {event.seq} of round {self.round_id} is already taken by another event"
-            return [self._record(_rejected(snap, "seq_taken", reason, uses_seq=False), event)]
+            return [
+                self._record(
+                    _rejected(snap, RejectionCode.SEQ_TAKEN, reason, uses_seq=False), event
+                )
+            ]
         if event.seq > self.next_seq:
             held = snap.fact(HELD, f"{event.event_id}:held")
             return [self._record(held, event)]
@@ -211,6 +227,35 @@ class Round:
             facts.append(self._record(decided, waiting))
         return facts
 
+    def expire_held(self, seconds: float) -> list[Fact]:
+        """Reject every held event: the gap before it did not fill within ``seconds``."""
+        code = RejectionCode.HELD_TIMEOUT if self.table else RejectionCode.NEVER_OPENED
+        reason = (
+            f"held for seq {self.next_seq} of round {self.round_id} on table {self.table_id}, "
+            f"which did not arrive within {seconds:g} s"
+        )
+        held = [self.held[seq] for seq in sorted(self.held)]
+        self.held_since = None
+        return [self._record(_rejected(snapshot(e), code, reason, uses_seq=False), e) for e in held]
+
+    def time_out(self, seconds: float) -> Fact:
+        """The fact reporting that this round is still open after ``seconds`` (it stays open)."""
+        waiting = self.waiting_for or ""
+        reason = (
+            f"round {self.round_id} on table {self.table_id} is still open after {seconds:g} s: "
+            f"{waiting}; a late round.completed or round.voided still closes it"
+        )
+        data = {
+            "table_id": self.table_id,
+            "round_id": self.round_id,
+            "code": RejectionCode.ROUND_TIMEOUT,
+            "reason": reason,
+            "waiting_for": waiting,
+        }
+        fact = Fact(TIMED_OUT, data, f"{self.stream}:timed-out")
+        self.apply(fact)
+        return fact
+
     def abandon(self) -> list[Fact]:
         """Reject what a round that never opened holds (its feed ended without seq 1)."""
         reason = (
@@ -218,7 +263,9 @@ class Round:
             "no round.opened (seq 1) arrived"
         )
         return [
-            self._record(_rejected(snapshot(e), "never_opened", reason, uses_seq=False), e)
+            self._record(
+                _rejected(snapshot(e), RejectionCode.NEVER_OPENED, reason, uses_seq=False), e
+            )
             for e in [self.held[seq] for seq in sorted(self.held)]
         ]
 
@@ -248,12 +295,14 @@ class Round:
             return
         if self.table is None:
             raise Rejection(
-                "never_opened",
+                RejectionCode.NEVER_OPENED,
                 f"round {self.round_id} on table {self.table_id} was never opened: "
                 "its first event (seq 1) must be round.opened",
             )
         if self.status is not Status.OPEN:
-            raise Rejection("round_closed", f"round {self.round_id} is already {self.status}")
+            raise Rejection(
+                RejectionCode.ROUND_CLOSED, f"round {self.round_id} is already {self.status}"
+            )
         if type(event) is BetPlaced:
             self._check_bet(event)
         elif type(event) is CardsDealt:
@@ -265,55 +314,61 @@ class Round:
 
     def _check_open(self, event: RoundOpened) -> None:
         if self.table is not None:
-            raise Rejection("already_open", f"round {self.round_id} is already open")
+            raise Rejection(RejectionCode.ALREADY_OPEN, f"round {self.round_id} is already open")
         if event.seq != 1:
             raise Rejection(
-                "open_not_first",
+                RejectionCode.OPEN_NOT_FIRST,
                 f"round.opened must be the round's first event (seq 1), not {event.seq}",
             )
         try:
             table = holdem.load_paytable(event.payload.paytable)
         except holdem.PayTableError as error:
-            raise Rejection("unknown_paytable", str(error)) from None
+            raise Rejection(RejectionCode.UNKNOWN_PAYTABLE, str(error)) from None
         if table.game != event.payload.game:
             opened = event.payload.game
             raise Rejection(
-                "paytable_game_mismatch", f"pay table {table.id} is for {table.game}, not {opened}"
+                RejectionCode.PAYTABLE_GAME_MISMATCH,
+                f"pay table {table.id} is for {table.game}, not {opened}",
             )
 
     def _check_bet(self, event: BetPlaced) -> None:
         bet, table = event.payload, self._table
         if self.dealt:
             raise Rejection(
-                "betting_closed", f"bet {bet.bet_id} came after betting closed (cards were dealt)"
+                RejectionCode.BETTING_CLOSED,
+                f"bet {bet.bet_id} came after betting closed (cards were dealt)",
             )
         if bet.bet_id in self.bets:
             raise Rejection(
-                "duplicate_bet_id", f"bet_id {bet.bet_id} is already used in this round"
+                RejectionCode.DUPLICATE_BET_ID, f"bet_id {bet.bet_id} is already used in this round"
             )
         spot = bet.spot
         if not table.offers(spot):
-            raise Rejection("spot_not_offered", f"pay table {table.id} offers no {spot} bet")
+            raise Rejection(
+                RejectionCode.SPOT_NOT_OFFERED, f"pay table {table.id} offers no {spot} bet"
+            )
         limit = table.limit(spot)
         if limit is None or not limit.admits(bet.amount):
             bounds = f"{limit.min}..{limit.max}" if limit else "none"
             raise Rejection(
-                "stake_limits", f"{spot} of {bet.amount} is outside the table's limits {bounds}"
+                RejectionCode.STAKE_LIMITS,
+                f"{spot} of {bet.amount} is outside the table's limits {bounds}",
             )
         ante = self._ante_of(bet.player_id, bet.box)
         if spot is Spot.ANTE and ante is not None:
             raise Rejection(
-                "duplicate_ante",
+                RejectionCode.DUPLICATE_ANTE,
                 f"player {bet.player_id} already has ante {ante.bet_id} on box {bet.box}",
             )
         if spot in _SIDE_BETS and ante is None:
             raise Rejection(
-                "side_bet_without_ante",
+                RejectionCode.SIDE_BET_WITHOUT_ANTE,
                 f"{spot} bet {bet.bet_id} needs an ante by player {bet.player_id} on box {bet.box}",
             )
         if ante is not None and ante.currency != bet.currency:
             raise Rejection(
-                "currency_mismatch", f"{spot} in {bet.currency} but its ante is in {ante.currency}"
+                RejectionCode.CURRENCY_MISMATCH,
+                f"{spot} in {bet.currency} but its ante is in {ante.currency}",
             )
 
     def _check_cards(self, event: CardsDealt) -> None:
@@ -323,37 +378,43 @@ class Round:
             if card in self.dealt:
                 text = holdem.card_text(card)
                 raise Rejection(
-                    "duplicate_card",
+                    RejectionCode.DUPLICATE_CARD,
                     f"card {text} was already dealt in this round ({self.dealt[card]})",
                 )
         have, most, who = self._hand_of(deal.target, deal.box)
         if len(have) + len(cards) > most:
             raise Rejection(
-                "too_many_cards", f"{who} would hold {len(have) + len(cards)} cards; at most {most}"
+                RejectionCode.TOO_MANY_CARDS,
+                f"{who} would hold {len(have) + len(cards)} cards; at most {most}",
             )
 
     def _check_decision(self, event: DecisionMade) -> None:
         move = event.payload
         ante = self.bets.get(move.ante_bet_id)
         if ante is None or ante.spot is not Spot.ANTE:
-            raise Rejection("unknown_ante", f"decision for unknown ante {move.ante_bet_id}")
+            raise Rejection(
+                RejectionCode.UNKNOWN_ANTE, f"decision for unknown ante {move.ante_bet_id}"
+            )
         stage, action = move.stage, move.action
         board_size, actions = self._stage_rules(stage)
         if len(self.board) != board_size or len(self.hole.get(ante.box, ())) != 2:
             raise Rejection(
-                "wrong_stage",
+                RejectionCode.WRONG_STAGE,
                 f"a {stage} decision must come after the {ante.box} hole cards with "
                 f"{board_size} board cards; the board has {len(self.board)}",
             )
         if action not in actions:
             raise Rejection(
-                "wrong_action", f"{action} is not a {stage} action; allowed: {sorted(actions)}"
+                RejectionCode.WRONG_ACTION,
+                f"{action} is not a {stage} action; allowed: {sorted(actions)}",
             )
         if (ante.bet_id, stage) in self.decisions:
-            raise Rejection("second_decision", f"ante {ante.bet_id} already has a {stage} decision")
+            raise Rejection(
+                RejectionCode.SECOND_DECISION, f"ante {ante.bet_id} already has a {stage} decision"
+            )
         if self._folded(ante.bet_id, stage):
             raise Rejection(
-                "after_fold", f"ante {ante.bet_id} has folded (or did not call in time)"
+                RejectionCode.AFTER_FOLD, f"ante {ante.bet_id} has folded (or did not call in time)"
             )
         if action in (Action.CALL, Action.BET):
             self._check_play_wager(move.bet_id, move.amount, ante, action)
@@ -364,11 +425,13 @@ class Round:
         size = 2 if action is Action.CALL else 1
         if amount != size * ante.amount:
             raise Rejection(
-                "wrong_wager_size",
+                RejectionCode.WRONG_WAGER_SIZE,
                 f"a {action} must be exactly {size}x the ante {ante.amount}, got {amount}",
             )
         if bet_id is None or bet_id in self.bets:
-            raise Rejection("duplicate_bet_id", f"bet_id {bet_id} is already used in this round")
+            raise Rejection(
+                RejectionCode.DUPLICATE_BET_ID, f"bet_id {bet_id} is already used in this round"
+            )
 
     def _check_complete(self) -> None:
         missing = []
@@ -381,7 +444,8 @@ class Round:
                 missing.append(f"box {box} has {len(self.hole.get(box, ()))} of 2")
         if missing:
             raise Rejection(
-                "cards_missing", "round completed with cards missing: " + "; ".join(missing)
+                RejectionCode.CARDS_MISSING,
+                "round completed with cards missing: " + "; ".join(missing),
             )
 
     # -- settling --------------------------------------------------------------------------
@@ -444,6 +508,9 @@ class Round:
 
     def apply(self, fact: Fact) -> None:
         """Fold one recorded fact into the state (reading a round back from the ledger)."""
+        if fact.type == TIMED_OUT:
+            self.timed_out = True
+            return
         self._apply(fact, parse_event(json.dumps(fact.data["event"])))
 
     def _apply(self, fact: Fact, event: FeedEvent) -> None:
@@ -522,7 +589,9 @@ class Round:
     def _stage_rules(self, stage: Stage) -> tuple[int, set[Action]]:
         rules = _STAGES[self._table.game].get(stage)
         if rules is None:
-            raise Rejection("wrong_stage", f"{self._table.game} has no {stage} decision")
+            raise Rejection(
+                RejectionCode.WRONG_STAGE, f"{self._table.game} has no {stage} decision"
+            )
         return rules
 
     def _folded(self, ante_bet_id: str, stage: Stage) -> bool:
@@ -542,7 +611,7 @@ def _paytable_data(table: PayTable) -> dict[str, Any]:
     return {"id": table.id, "version": table.version, "hash": table.content_hash}
 
 
-def _rejected(snap: Snapshot, code: str, reason: str, *, uses_seq: bool) -> Fact:
+def _rejected(snap: Snapshot, code: RejectionCode, reason: str, *, uses_seq: bool) -> Fact:
     key = f"{snap.event.event_id}:rejected:{snap.digest}"
     return snap.fact(REJECTED, key, code=code, reason=reason, uses_seq=uses_seq)
 

@@ -1,6 +1,7 @@
 """The live settlement service: a consumer, an outbox relay and probes around one ledger.
 
-Start order: ledger migrations, broker connection and topology, probes, relay, consumer.
+Start order: probes (the HTTP port first: a port in use fails before any delivery is taken),
+ledger migrations, broker connection and topology, relay, consumer.
 Stop order (SIGTERM): stop taking deliveries, finish and acknowledge the batch in hand,
 publish what the outbox holds, close.
 """
@@ -14,10 +15,11 @@ import signal
 import structlog
 
 from croupier.bus import Bus
-from croupier.consumer import FeedConsumer
+from croupier.consumer import DEFAULT_HELD_TIMEOUT, DEFAULT_ROUND_TIMEOUT, FeedConsumer
+from croupier.deadletters import record_parked
 from croupier.ledger import Ledger
 from croupier.metrics import Metrics
-from croupier.relay import OutboxRelay
+from croupier.relay import DEFAULT_LEASE_SECONDS, OutboxRelay
 from croupier.runtime import fewer_collections
 from croupier.settler import Settler
 from croupier.web import ProbeServer
@@ -35,15 +37,24 @@ class Service:
         *,
         metrics: Metrics | None = None,
         max_batch: int = 1000,
+        held_timeout: float = DEFAULT_HELD_TIMEOUT,
+        round_timeout: float = DEFAULT_ROUND_TIMEOUT,
+        relay_lease: float = DEFAULT_LEASE_SECONDS,
     ) -> None:
         self.ledger = ledger
         self.bus = bus
         self.metrics = metrics or Metrics()
         self.metrics.publish_theoretical_rtp()
-        self.settler = Settler(ledger)
-        self.relay = OutboxRelay(ledger, bus, self.metrics)
+        self.settler = Settler(ledger, dead_letters=True)
+        self.relay = OutboxRelay(ledger, bus, self.metrics, lease_seconds=relay_lease)
         self.consumer = FeedConsumer(
-            bus, self.settler, self.metrics, max_batch=max_batch, on_commit=self.relay.wake
+            bus,
+            self.settler,
+            self.metrics,
+            max_batch=max_batch,
+            on_commit=self.relay.wake,
+            held_timeout=held_timeout,
+            round_timeout=round_timeout,
         )
         self.probes = ProbeServer(self.metrics, self.readiness)
         self.http_port: int | None = None
@@ -53,23 +64,27 @@ class Service:
     async def start(self, *, http_host: str = "0.0.0.0", http_port: int | None = None) -> None:
         """Migrate, connect, and start consuming and relaying."""
         self._tuning.enter_context(fewer_collections())  # until stop()
+        if http_port is not None:
+            self.http_port = await self.probes.start(http_host, http_port)
         applied = await self.ledger.migrate()
         if applied:
             log.info("ledger migrated", applied=applied)
+        if open_rounds := await self.settler.load_open():
+            log.info("open rounds read back from the ledger", rounds=open_rounds)
         await self.bus.connect()
-        if http_port is not None:
-            self.http_port = await self.probes.start(http_host, http_port)
         self._tasks = [
             asyncio.create_task(self.relay.run(), name="outbox-relay"),
             asyncio.create_task(self.consumer.run(), name="feed-consumer"),
             asyncio.create_task(self._watch_readiness(), name="readiness"),
+            asyncio.create_task(self._record_dead_letters(), name="dead-letter-recorder"),
         ]
         log.info("croupier serving", http_port=self.http_port)
 
     async def stop(self) -> None:
         """Graceful stop: the batch in hand is committed and acknowledged first."""
-        relay, consumer, watch = self._tasks
+        relay, consumer, watch, recorder = self._tasks
         watch.cancel()
+        recorder.cancel()
         self.metrics.ready.set(0)
         await self.bus.stop_consuming()
         self.consumer.stop()
@@ -95,9 +110,33 @@ class Service:
             "broker": self.bus.connected,
             "consumer": self.bus.attached,
             "database": database and self.consumer.healthy,
+            "relay": self.relay.healthy,
         }
         self.metrics.ready.set(all(checks.values()))
         return checks
+
+    async def _record_dead_letters(self) -> None:
+        """Keep in the ledger what the broker dead-letters (delivery limit, expiry, ...)."""
+        while True:
+            batch = await self.bus.next_parked(100)
+            delay = 0.5
+            while True:
+                try:
+                    facts = await record_parked(self.ledger, batch)
+                    break
+                except Exception as error:  # the ledger is failing: the same batch again
+                    log.warning("dead letters not recorded yet; retrying", error=repr(error))
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 5.0)
+            await self.bus.finish_parked(batch)
+            for fact in facts:
+                self.metrics.rejected.labels(fact.data["code"]).inc()
+                log.warning(
+                    "the broker dead-lettered a feed message",
+                    message_id=fact.data["message_id"],
+                    code=fact.data["code"],
+                    reason=fact.data["reason"],
+                )
 
     async def _watch_readiness(self, every: float = 2.0) -> None:
         """Keep ``croupier_ready`` current between probes, for alerting."""

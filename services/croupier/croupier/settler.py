@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from croupier.bus import SETTLEMENTS_EXCHANGE
+from croupier.codes import RejectionCode
 from croupier.contract import (
     BetPlaced,
     ContractError,
@@ -26,23 +28,43 @@ from croupier.contract import (
     RoundOpened,
     parse_event,
 )
+from croupier.deadletters import dead_letter
 from croupier.ledger import Ledger, NewEvent, OutboxMessage, RecordedEvent, StreamAppend
+from croupier.ledger.chain import canonical_json
 from croupier.logs import context_ids
-from croupier.round import HELD, REJECTED, SETTLED, VOIDED, Fact, Round, Status, stream_name
+from croupier.round import (
+    HELD,
+    REJECTED,
+    SETTLED,
+    TIMED_OUT,
+    VOIDED,
+    Fact,
+    Round,
+    Status,
+    stream_name,
+)
 from holdem import PayTable, PayTableError, load_paytable
 
 REJECTIONS_STREAM: Final = "rejections"
+ROUND_PREFIX: Final = "round:"
 METER_MOVED: Final = "jackpot.meter_moved"
 _RESULT_NAMESPACE: Final = uuid.UUID("5f0c1c1e-6a4d-4f51-9d7e-4b8f0e0d2a61")
 _YIELD_EVERY: Final = 128  # messages decided between yields to the event loop
+#: How much of a refused message the ledger keeps (the whole of anything the contract reads).
+MAX_KEPT_BYTES: Final = 64 * 1024
 
 
 @dataclass(frozen=True, slots=True)
 class Inbound:
-    """One feed message: its raw body and the caller's reference (line or delivery tag)."""
+    """One feed message: its raw body and the caller's reference (line or delivery tag).
+
+    ``routing_key`` and ``message_id`` are the delivery's, kept on its dead letter.
+    """
 
     body: bytes
     ref: int
+    routing_key: str = ""
+    message_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,8 +143,12 @@ def result_bodies(closed: Mapping[str, Any]) -> list[dict[str, Any]]:
 class Settler:
     """Decides feed messages into ledger facts, one transaction per batch."""
 
-    def __init__(self, ledger: Ledger, *, cache_rounds: int = 50_000) -> None:
+    def __init__(
+        self, ledger: Ledger, *, cache_rounds: int = 50_000, dead_letters: bool = False
+    ) -> None:
+        """``dead_letters``: write a dead letter to the outbox with each rejection (live)."""
         self.ledger = ledger
+        self.dead_letters = dead_letters
         # stream -> (round, version, number of the last decided batch that touched it)
         self._rounds: OrderedDict[str, tuple[Round, int, int]] = OrderedDict()
         self._decided = 0
@@ -154,7 +180,7 @@ class Settler:
             await self._load_rounds([e for e in parsed if not isinstance(e, ContractError)], work)
             for index, (message, event) in enumerate(zip(batch, parsed, strict=True)):
                 if isinstance(event, ContractError):
-                    work.report.handled.append(_keep_malformed(message, event, work))
+                    work.report.handled.append(self._keep_malformed(message, event, work))
                     continue
                 stream = stream_name(event.table_id, event.round_id)
                 state = work.rounds[stream]
@@ -191,6 +217,54 @@ class Settler:
                 del self._rounds[stream]
         return work.report
 
+    async def load_open(self, limit: int = 10_000) -> int:
+        """Bring the ledger's open rounds (up to ``limit``, oldest first) into memory.
+
+        At start, so that rounds left open by an earlier process are seen and time out.
+        """
+        streams = await self.ledger.open_streams(ROUND_PREFIX, (SETTLED, VOIDED), limit)
+        recorded = await self.ledger.read_streams(streams) if streams else {}
+        for stream, records in recorded.items():
+            _, table_id, round_id = stream.split(":", 2)
+            state = Round(table_id, round_id)
+            _read_back(state, records)
+            self._remember(stream, state, len(records), 0)
+        return len(recorded)
+
+    async def expire(self, held_timeout: float, round_timeout: float) -> BatchReport:
+        """Reject events held longer than ``held_timeout`` s; report rounds open longer than
+        ``round_timeout`` s (once each; they stay open). One ledger transaction."""
+        now = time.time()
+        work = Decided()
+        for stream, (state, version, _) in list(self._rounds.items()):
+            if state.status is not Status.OPEN:
+                continue
+            facts: list[Fact] = []
+            if state.held and now - (state.held_since or now) > held_timeout:
+                facts += state.expire_held(held_timeout)
+            started = state.started_at or now
+            if state.table and not state.timed_out and now - started > round_timeout:
+                facts.append(state.time_out(round_timeout))
+            if not facts:
+                continue
+            work.rounds[stream], work.versions[stream] = state, version
+            for fact in facts:
+                work.add(stream, fact)
+                work.report.handled.append(_handled_fact(fact))
+                if self.dead_letters:
+                    self._dead_letter_rejected(fact, None, work)
+        try:
+            await self._commit(work)
+        except BaseException:
+            self.forget()
+            raise
+        for stream, state in work.rounds.items():
+            if state.table is None and not state.held:
+                self._rounds.pop(stream, None)  # never opened, nothing held: nothing to keep
+            else:
+                self._remember(stream, state, work.versions[stream], self._decided)
+        return work.report
+
     async def reject_unopened(self) -> BatchReport:
         """At the end of a recorded feed: reject what waits for a round that never opened."""
         work = Decided()
@@ -209,9 +283,12 @@ class Settler:
         """Keep a message that settlement itself fails on, with the error, in the ledger."""
         self.forget()
         reason = f"settlement failed on this message: {error!r}"
-        fact = _raw_rejection(message.body, "poison", reason, None)
+        fact = _raw_rejection(message.body, RejectionCode.POISON, reason, None)
         event = NewEvent(fact.type, fact.data, fact.key)
-        await self.ledger.append([StreamAppend(REJECTIONS_STREAM, None, [event])])
+        letters = [self._letter(fact.key, message, RejectionCode.POISON, reason)]
+        await self.ledger.append(
+            [StreamAppend(REJECTIONS_STREAM, None, [event])], letters if self.dead_letters else []
+        )
         ids = context_ids(message.body)
         return Handled(
             message.ref,
@@ -219,7 +296,7 @@ class Settler:
             ids.get("event_id"),
             ids.get("table_id"),
             ids.get("round_id"),
-            code="poison",
+            code=RejectionCode.POISON,
             reason=reason,
         )
 
@@ -230,16 +307,52 @@ class Settler:
 
     # -- deciding --------------------------------------------------------------------------
 
+    def _keep_malformed(self, message: Inbound, error: ContractError, work: Decided) -> Handled:
+        """Record a message the contract refuses in the rejections stream (once per batch)."""
+        fact = _raw_rejection(message.body, error.code, str(error), error.event_id)
+        if fact.key not in work.raw_rejections:  # the same bytes twice in a batch: kept once
+            work.raw_rejections.add(fact.key)
+            work.add(REJECTIONS_STREAM, fact, expected=None)
+        if self.dead_letters:
+            letter = self._letter(fact.key, message, error.code, str(error))
+            work.letters[letter.message_id] = letter
+        return Handled(message.ref, "rejected", error.event_id, code=error.code, reason=str(error))
+
+    def _letter(self, key: str, message: Inbound, code: str, reason: str) -> OutboxMessage:
+        return dead_letter(key, message.body, message.routing_key, message.message_id, code, reason)
+
+    def _dead_letter_rejected(self, fact: Fact, message: Inbound | None, work: Decided) -> None:
+        """The dead letter of a rejected event: the delivery's bytes, or (for an event held
+        before and released now) the event as recorded; for a timed-out round, the fact."""
+        code, reason = fact.data["code"], fact.data["reason"]
+        if message is None and fact.type == TIMED_OUT:
+            routing_key = f"{fact.data['table_id']}.{TIMED_OUT}"
+            message = Inbound(canonical_json(fact.data).encode(), 0, routing_key, None)
+        elif message is None:
+            event = fact.data["event"]
+            message = Inbound(
+                canonical_json(event).encode(),
+                0,
+                f"{event['table_id']}.{event['event_type']}",
+                event["event_id"],
+            )
+        letter = self._letter(fact.key, message, code, reason)
+        work.letters[letter.message_id] = letter
+
     def _decide(
         self, message: Inbound, stream: str, state: Round, event: FeedEvent, work: Decided
     ) -> list[Handled]:
         """What became of the message, then of any held events it released."""
         facts = state.receive(event, lambda table, currency: self._meter(table, currency, work))
-        for fact in facts:
+        if facts:
+            _tick(state, time.time())
+        for index, fact in enumerate(facts):
             work.add(stream, fact)
             if fact.type in (SETTLED, VOIDED):
                 self._record_meters(fact, work)
                 self._record_results(fact, work)
+            elif fact.type == REJECTED and self.dead_letters:
+                self._dead_letter_rejected(fact, message if index == 0 else None, work)
         if not facts:
             kind = str(event.event_type)
             ids = (event.event_id, event.table_id, event.round_id, kind)
@@ -260,10 +373,8 @@ class Settler:
                 work.rounds[stream], work.versions[stream], _ = cached
         recorded = await self.ledger.read_streams(list(missing)) if missing else {}
         for stream, state in missing.items():
-            for record in recorded[stream]:
-                state.apply(Fact(record.type, record.data, record.key))
-                if record.type in (SETTLED, VOIDED):
-                    work.report.found_closed.append(record)
+            _read_back(state, recorded[stream])
+            work.report.found_closed += [r for r in recorded[stream] if r.type in (SETTLED, VOIDED)]
             work.rounds[stream], work.versions[stream] = state, len(recorded[stream])
 
     def _remember(self, stream: str, state: Round, version: int, number: int) -> None:
@@ -336,7 +447,7 @@ class Settler:
                 appends += [StreamAppend(stream, None, [event]) for event in events]
             else:
                 appends.append(StreamAppend(stream, expected, events))
-        recorded = await self.ledger.append(appends, work.outbox)
+        recorded = await self.ledger.append(appends, [*work.outbox, *work.letters.values()])
         closed = [r for r in recorded if r.type in (SETTLED, VOIDED)]
         work.report.closed = closed
         work.report.results = [
@@ -361,6 +472,8 @@ class Decided:
     appends: dict[str, list[NewEvent]] = field(default_factory=dict)
     expected: dict[str, int | None] = field(default_factory=dict)
     outbox: list[OutboxMessage] = field(default_factory=list)
+    #: Dead letters by outbox id (the same delivery twice in a batch: one letter).
+    letters: dict[str, OutboxMessage] = field(default_factory=dict)
     results: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     raw_rejections: set[str] = field(default_factory=set)
 
@@ -373,15 +486,6 @@ class Decided:
             self.versions[stream] += 1
 
 
-def _keep_malformed(message: Inbound, error: ContractError, work: Decided) -> Handled:
-    """Record a message the contract refuses in the rejections stream (once per batch)."""
-    fact = _raw_rejection(message.body, "contract", str(error), error.event_id)
-    if fact.key not in work.raw_rejections:  # the same bytes twice in a batch: kept once
-        work.raw_rejections.add(fact.key)
-        work.add(REJECTIONS_STREAM, fact, expected=None)
-    return Handled(message.ref, "rejected", error.event_id, code="contract", reason=str(error))
-
-
 def _parse(message: Inbound) -> FeedEvent | ContractError:
     try:
         return parse_event(message.body)
@@ -389,11 +493,38 @@ def _parse(message: Inbound) -> FeedEvent | ContractError:
         return error
 
 
-_VERDICTS: Final = {HELD: "held", REJECTED: "rejected"}
+_VERDICTS: Final = {HELD: "held", REJECTED: "rejected", TIMED_OUT: "rejected"}
+
+
+def _read_back(state: Round, records: Sequence[RecordedEvent]) -> None:
+    """Fold a round's recorded facts into ``state``, with when it started and holds since."""
+    held_at: dict[str, float] = {}
+    for record in records:
+        state.apply(Fact(record.type, record.data, record.key))
+        if record.type == HELD:
+            held_at[record.data["event"]["event_id"]] = record.recorded_at.timestamp()
+    if records:
+        state.started_at = records[0].recorded_at.timestamp()
+    times = [held_at[e.event_id] for e in state.held.values() if e.event_id in held_at]
+    state.held_since = min(times) if times else None
+
+
+def _tick(state: Round, now: float) -> None:
+    """After facts were decided for ``state`` at ``now``: keep its clocks."""
+    if state.started_at is None:
+        state.started_at = now
+    if not state.held:
+        state.held_since = None
+    elif state.held_since is None:
+        state.held_since = now
 
 
 def _handled_fact(fact: Fact, ref: int = 0) -> Handled:
     verdict = _VERDICTS.get(fact.type, "accepted")
+    if fact.type == TIMED_OUT:
+        data = fact.data
+        ids = (None, data["table_id"], data["round_id"], None, data["code"], data["reason"])
+        return Handled(ref, verdict, *ids)
     event = fact.data["event"]
     return Handled(
         ref,
@@ -408,11 +539,18 @@ def _handled_fact(fact: Fact, ref: int = 0) -> Handled:
 
 
 def _raw_rejection(body: bytes, code: str, reason: str, event_id: str | None) -> Fact:
+    """The fact keeping a refused message: its text, keyed by code and digest.
+
+    Bytes that are not UTF-8 are kept as U+FFFD. A message over ``MAX_KEPT_BYTES`` is kept
+    cut, with its ``size`` and ``sha256`` naming the original.
+    """
     digest = hashlib.sha256(body).hexdigest()
-    data = {
-        "raw": body.decode("utf-8", errors="replace"),
+    data: dict[str, Any] = {
+        "raw": body[:MAX_KEPT_BYTES].decode("utf-8", errors="replace"),
         "event_id": event_id,
         "code": code,
         "reason": reason,
     }
+    if len(body) > MAX_KEPT_BYTES:
+        data |= {"size": len(body), "sha256": digest}
     return Fact(REJECTED, data, f"{code}:{digest}")

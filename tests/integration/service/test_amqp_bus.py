@@ -13,7 +13,7 @@ import aiormq
 import pytest
 from service_harness import eventually
 
-from croupier.bus import FEED_EXCHANGE, SETTLEMENTS_EXCHANGE, Outgoing, Unroutable
+from croupier.bus import FEED_EXCHANGE, SETTLEMENTS_EXCHANGE, TOO_LONG, UNROUTABLE, Outgoing
 from croupier.bus.amqp import WRITE_CHUNK, AmqpBus, declare_topology
 
 pytestmark = pytest.mark.integration
@@ -58,11 +58,11 @@ async def test_a_page_across_writes_reports_exactly_its_unroutable_results(
     try:
         # Longer than one write, routable and unroutable results interleaved.
         page = [_outgoing("USD" if n % 7 == 3 else "EUR", n) for n in range(WRITE_CHUNK * 2 + 9)]
-        with pytest.raises(Unroutable) as refused:
-            await bus.publish(page)
-        assert refused.value.message_ids == [
+        refused = await bus.publish(page)
+        assert [r.message_id for r in refused] == [
             m.message_id for m in page if m.routing_key.startswith("USD.")
         ]
+        assert {r.kind for r in refused} == {UNROUTABLE}
         routed = [m for m in page if m.routing_key.startswith("EUR.")]
         received = await _take(amqp_vhost, queue_name, len(routed))
         assert [m.message_id for m in received] == [m.message_id for m in routed]
@@ -100,7 +100,7 @@ async def test_deliveries_come_in_batches_and_a_batch_is_acknowledged_once(
             assert 0 < len(batch) <= 40
             assert [d.tag for d in batch] == sorted(d.tag for d in batch)
             taken += [d.message_id for d in batch]
-            await bus.finish_batch(batch, [])
+            await bus.finish_batch(batch)
         assert taken == [f"m{n}" for n in range(120)]  # prefetch 50 only lets it on if acked
     finally:
         await publisher.close()
@@ -127,24 +127,28 @@ async def test_the_consumer_comes_back_when_its_channel_is_reopened(amqp_vhost: 
         await exchange.publish(aio_pika.Message(b"{}", message_id="after"), routing_key="t.x")
         batch = await asyncio.wait_for(bus.next_batch(10, 0.01), 10)
         assert [d.message_id for d in batch] == ["after"]
-        await bus.finish_batch(batch, [])
+        await bus.finish_batch(batch)
     finally:
         await publisher.close()
         await bus.close()
 
 
-async def test_a_page_that_cannot_be_encoded_leaves_the_channel_in_step(amqp_vhost: str) -> None:
+async def test_a_result_too_long_to_frame_is_refused_and_the_rest_published(
+    amqp_vhost: str,
+) -> None:
     connection, queue_name = await _bound_queue(amqp_vhost, "#")
     bus = AmqpBus(amqp_vhost)
     await bus.connect()
     try:
-        bad = [_outgoing("EUR", 1), Outgoing("id-long", "EUR." + "p" * 300, {"n": 0})]
-        with pytest.raises(ValueError, match="255"):
-            await bus.publish(bad)
+        first = _outgoing("EUR", 1)
+        page = [first, Outgoing("id-long", "EUR." + "p" * 300, {"n": 0})]
+        (refused,) = await bus.publish(page)
+        assert (refused.message_id, refused.kind) == ("id-long", TOO_LONG)
+        assert "255" in refused.reason
         good = [_outgoing("EUR", n) for n in range(5)]
-        await asyncio.wait_for(bus.publish(good), 10)  # confirms still match their tags
-        received = await _take(amqp_vhost, queue_name, len(good))
-        assert [m.message_id for m in received] == [m.message_id for m in good]
+        assert await asyncio.wait_for(bus.publish(good), 10) == []  # confirms match their tags
+        received = await _take(amqp_vhost, queue_name, 1 + len(good))
+        assert [m.message_id for m in received] == [m.message_id for m in [first, *good]]
     finally:
         await bus.close()
         await connection.close()

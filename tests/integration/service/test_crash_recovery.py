@@ -10,12 +10,19 @@ and publishes the outbox: what is left in the feed queue is only work never comm
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
+import socket
+import subprocess
+import sys
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 import aio_pika
+import asyncpg
 import pytest
 from aio_pika.abc import AbstractIncomingMessage
+from conftest import rabbitmqctl
 from service_harness import (
     Wallet,
     assert_one_closure_per_round,
@@ -34,8 +41,9 @@ from service_harness import (
     wallet_paid,
 )
 
-from croupier.bus import FEED_QUEUE
+from croupier.bus import DEAD_LETTER_QUEUE, FEED_QUEUE, INITIAL_PREFETCH
 from croupier.ledger import open_ledger
+from croupier.ledger.postgres import APPEND_LOCK
 from studio.publisher import publish
 
 pytestmark = pytest.mark.integration
@@ -159,5 +167,125 @@ async def _take_feed_queue(url: str) -> list[str]:
         await eventually(all_taken, 30, f"{count} messages taken off {FEED_QUEUE}")
         await asyncio.sleep(0.5)  # and no more than that
         return ids
+    finally:
+        await connection.close()
+
+
+async def test_sigkills_before_the_first_commit_park_nothing(
+    amqp_vhost: str, postgres_database: str, tmp_path: Path
+) -> None:
+    """A crash loop before anything commits (the append lock held elsewhere, then SIGKILL,
+    seven times) returns the few messages in hand each time and parks none of them."""
+    messages = studio_feed("loop", 40, seed=31)
+    tables = played_tables(messages)
+    await prepare_broker(amqp_vhost)
+    assert await publish(messages, amqp_vhost) == len(messages)
+    log = tmp_path / "serve.log"
+    async with open_ledger(postgres_database) as ledger:
+        await ledger.migrate()  # so that the first process blocks on the lock, not migrating
+    blocker = await asyncpg.connect(postgres_database)
+    try:
+        await blocker.execute("SELECT pg_advisory_lock($1)", APPEND_LOCK)
+        for _ in range(7):
+            with serve_process(postgres_database, amqp_vhost, log) as doomed:
+                await eventually(lambda: _in_hand(amqp_vhost), 60, "deliveries in hand")
+                assert await _unacked(amqp_vhost) <= INITIAL_PREFETCH
+                doomed.process.send_signal(signal.SIGKILL)
+                assert await doomed.exit_code() == -signal.SIGKILL
+        assert await closed_rounds(postgres_database) == 0
+    finally:
+        await blocker.close()
+
+    wallet = Wallet(amqp_vhost)
+    with serve_process(postgres_database, amqp_vhost, log) as survivor:
+        await survivor.ready()
+        await wallet.wait_for(expected_results(tables), timeout=120)
+        await eventually(
+            lambda: _settled_all(postgres_database, len(tables)), 60, "every round closed"
+        )
+    assert await _queue_length(amqp_vhost, DEAD_LETTER_QUEUE) == 0  # nothing parked
+    events = await ledger_events(postgres_database)
+    assert_one_closure_per_round(events, round_streams(tables))
+
+
+async def test_a_port_in_use_exits_before_taking_a_delivery(
+    amqp_vhost: str, postgres_database: str, tmp_path: Path
+) -> None:
+    messages = studio_feed("port", 2, seed=37)
+    await prepare_broker(amqp_vhost)
+    assert await publish(messages, amqp_vhost) == len(messages)
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        env_port = str(taken.getsockname()[1])
+        done = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, "-m", "croupier.cli", "serve"],
+            env={
+                **os.environ,
+                "CROUPIER_DATABASE_URL": postgres_database,
+                "CROUPIER_AMQP_URL": amqp_vhost,
+                "CROUPIER_HTTP_PORT": env_port,
+            },
+            capture_output=True,
+            timeout=120,
+            check=False,
+        )
+    assert done.returncode != 0
+    assert await _redelivered(amqp_vhost) == 0  # never subscribed: no delivery was burnt
+
+
+async def _queue_stats(url: str) -> dict[str, dict[str, int]]:
+    vhost = unquote(urlsplit(url).path.lstrip("/")) or "/"
+    out = await asyncio.to_thread(
+        rabbitmqctl,
+        "list_queues",
+        "-p",
+        vhost,
+        "name",
+        "messages",
+        "messages_unacknowledged",
+        "--no-table-headers",
+        "--quiet",
+    )
+    stats: dict[str, dict[str, int]] = {}
+    for row in out.splitlines():
+        parts = row.split()
+        if len(parts) == 3:
+            stats[parts[0]] = {"messages": int(parts[1]), "unacked": int(parts[2])}
+    return stats
+
+
+async def _unacked(url: str) -> int:
+    return (await _queue_stats(url))[FEED_QUEUE]["unacked"]
+
+
+async def _in_hand(url: str) -> bool:
+    return await _unacked(url) > 0
+
+
+async def _queue_length(url: str, queue: str) -> int:
+    return (await _queue_stats(url))[queue]["messages"]
+
+
+async def _redelivered(url: str) -> int:
+    """How many feed messages the broker has delivered before (taken off the queue)."""
+    connection = await aio_pika.connect(url, timeout=30)
+    try:
+        channel = await connection.channel()
+        queue = await channel.declare_queue(FEED_QUEUE, passive=True)
+        count = queue.declaration_result.message_count or 0
+        seen: list[bool] = []
+
+        async def take(message: AbstractIncomingMessage) -> None:
+            seen.append(bool(message.redelivered))
+
+        await queue.consume(take, no_ack=True)
+
+        async def all_taken() -> bool:
+            return len(seen) >= count
+
+        await eventually(all_taken, 30, f"{count} messages taken off {FEED_QUEUE}")
+        return sum(seen)
     finally:
         await connection.close()

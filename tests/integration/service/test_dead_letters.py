@@ -10,12 +10,15 @@ outbox, and is published once a queue is bound.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator, Sequence
+from datetime import timedelta
 from typing import Any
 
 import aio_pika
+import asyncpg
 import pytest
 from aio_pika.abc import AbstractIncomingMessage
 from croupier_feeds import RoundFeed, line
@@ -33,9 +36,12 @@ from service_harness import (
 from croupier.bus import (
     CODE_HEADER,
     DEAD_LETTER_QUEUE,
+    FEED_QUEUE,
     REASON_HEADER,
     SETTLEMENTS_EXCHANGE,
 )
+from croupier.cli import main
+from croupier.deadletters import DEAD_LETTERED, DEAD_LETTERS_STREAM
 from croupier.ledger import open_ledger
 from croupier.round import REJECTED, SETTLED, stream_name
 from croupier.service import Service
@@ -152,7 +158,7 @@ async def test_rejected_input_is_dead_lettered_with_its_reason_and_kept_in_the_l
         assert letter.headers[CODE_HEADER]
         assert letter.headers[REASON_HEADER]
     assert by_id[malformed.event_id].body == malformed.body
-    assert by_id[malformed.event_id].headers[CODE_HEADER] == "contract"
+    assert by_id[malformed.event_id].headers[CODE_HEADER] == "not_json"
     assert "not valid JSON" in str(by_id[malformed.event_id].headers[REASON_HEADER])
     assert by_id[bad_card["event_id"]].headers[CODE_HEADER] == "contract"
     assert "Ax" in str(by_id[bad_card["event_id"]].headers[REASON_HEADER])
@@ -165,7 +171,7 @@ async def test_rejected_input_is_dead_lettered_with_its_reason_and_kept_in_the_l
     events = await ledger_events(postgres_database)
     kept = [e for e in events if e.stream == REJECTIONS_STREAM]
     assert sorted(e.data["raw"] for e in kept) == sorted([malformed.body.decode(), line(bad_card)])
-    assert {e.data["code"] for e in kept} == {"contract"}
+    assert {e.data["code"] for e in kept} == {"not_json", "contract"}
     round_facts = [e for e in events if e.stream == stream_name("t-dl", "r1")]
     rejected = [e for e in round_facts if e.type == REJECTED]
     assert [e.data["event"]["event_id"] for e in rejected] == [wrong_call["event_id"]]
@@ -173,9 +179,11 @@ async def test_rejected_input_is_dead_lettered_with_its_reason_and_kept_in_the_l
     assert round_facts[-1].type == SETTLED  # the rest of the round is unaffected
 
     text = await metrics_text(service)
-    assert labelled(text, "croupier_events_rejected_total", code="contract") == 2
+    assert labelled(text, "croupier_events_rejected_total", code="contract") == 1
+    assert labelled(text, "croupier_events_rejected_total", code="not_json") == 1
     assert labelled(text, "croupier_events_rejected_total", code="wrong_wager_size") == 1
-    assert labelled(text, "croupier_dead_lettered_total", code="contract") == 2
+    assert labelled(text, "croupier_dead_lettered_total", code="contract") == 1
+    assert labelled(text, "croupier_dead_lettered_total", code="not_json") == 1
 
 
 async def test_a_poison_message_is_quarantined_and_the_consumer_goes_on(
@@ -212,35 +220,159 @@ async def test_a_poison_message_is_quarantined_and_the_consumer_goes_on(
     assert labelled(text, "croupier_dead_lettered_total", code="poison") == 1
 
 
-async def test_an_unroutable_result_is_counted_kept_and_published_once_a_queue_is_bound(
-    service: Service, amqp_vhost: str
+async def test_an_unroutable_result_is_set_aside_counted_once_and_blocks_nothing(
+    service: Service, amqp_vhost: str, postgres_database: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    events = a_round(RoundFeed("t-unrouted", "r1"))
-    expected = message_id("t-unrouted", "r1", "p1", "EUR")
-
-    assert await publish([feed_message(e) for e in events], amqp_vhost) == len(events)
-
-    async def counted() -> bool:
-        return metric(await metrics_text(service), "croupier_results_unroutable_total") >= 1
-
-    await eventually(counted, 60, "the unroutable result is counted")
-    pending = await service.ledger.pending_outbox(10)
-    assert [m.message_id for m in pending] == [expected]  # not marked published
-    assert metric(await metrics_text(service), "croupier_results_published_total") == 0
-
+    unrouted = message_id("t-unrouted", "r1", "p1", "EUR")
     connection = await aio_pika.connect(amqp_vhost, timeout=30)
     try:
         channel = await connection.channel()
         queue = await channel.declare_queue(WALLET_QUEUE, durable=True)
-        await queue.bind(SETTLEMENTS_EXCHANGE, routing_key="#")
+        await queue.bind(SETTLEMENTS_EXCHANGE, routing_key="EUR.p2")  # p1 has no wallet
     finally:
         await connection.close()
+    first = a_round(RoundFeed("t-unrouted", "r1"))
+    assert await publish([feed_message(e) for e in first], amqp_vhost) == len(first)
+
+    async def counted() -> bool:
+        return metric(await metrics_text(service), "croupier_results_unroutable_total") >= 1
+
+    await eventually(counted, 60, "the unroutable result is set aside and counted")
+    later = [dict(e) for e in a_round(RoundFeed("t-routed", "r1"))]
+    for e in later:
+        if e["event_type"] == "bet.placed":
+            e["payload"] = {**e["payload"], "player_id": "p2"}
+    assert await publish([feed_message(e) for e in later], amqp_vhost) == len(later)
     wallet = Wallet(amqp_vhost)
-    await wallet.wait_for([expected], timeout=60)
+    await wallet.wait_for([message_id("t-routed", "r1", "p2", "EUR")], timeout=60)
 
-    async def outbox_empty() -> bool:
-        return not await service.ledger.pending_outbox(10)
+    await asyncio.sleep(2)  # several relay rounds: the set-aside result is not retried
+    text = await metrics_text(service)
+    assert metric(text, "croupier_results_unroutable_total") == 1
+    assert labelled(text, "croupier_results_set_aside_total", kind="unroutable") == 1
+    assert metric(text, "croupier_results_published_total") == 1
+    assert await service.ledger.pending_outbox(10) == []
+    (aside, why), *_ = await service.ledger.set_aside_messages()
+    assert aside.message_id == unrouted and why.startswith("unroutable")
+    status, body = await http_get(service.http_port or 0, "/readyz")
+    assert status == 200, body
 
-    await eventually(outbox_empty, 30, "the result is marked published")
-    assert metric(await metrics_text(service), "croupier_results_published_total") == 1
-    assert [r.message_id for r in wallet.received] == [expected]
+    # Once p1's wallet is bound, the operator publishes what was set aside.
+    await prepare_broker(amqp_vhost)
+    redrive = ["redrive", "--results", "--ledger", postgres_database, "--amqp", amqp_vhost]
+    capsys.readouterr()
+    assert await asyncio.to_thread(main, [*redrive, "--json"]) == 0
+    assert printed_json(capsys)["counts"]["redriven"] == 1
+    await wallet.wait_for([unrouted], timeout=60)
+    assert await service.ledger.set_aside_messages() == []
+
+
+async def test_readiness_reflects_a_relay_that_cannot_publish(
+    service: Service, amqp_vhost: str, postgres_database: str
+) -> None:
+    connection = await aio_pika.connect(amqp_vhost, timeout=30)
+    try:
+        channel = await connection.channel()
+        await channel.exchange_delete(SETTLEMENTS_EXCHANGE)  # publishing now closes channels
+        events = a_round(RoundFeed("t-noexchange", "r1"))
+        assert await publish([feed_message(e) for e in events], amqp_vhost) == len(events)
+
+        async def not_ready() -> bool:
+            status, body = await http_get(service.http_port or 0, "/readyz")
+            return status == 503 and "relay: NOT READY" in body
+
+        await eventually(not_ready, 60, "/readyz reports the relay")
+        # Hold the relay back (its lease taken) while the exchange and the wallet come back,
+        # so that the result is not published between the two, unroutable.
+        await _lease(postgres_database, "an operator", timedelta(hours=1))
+
+        async def standing_by() -> bool:
+            return not service.relay.active
+
+        await eventually(standing_by, 30, "the relay stands by")
+        await prepare_broker(amqp_vhost)
+    finally:
+        await connection.close()
+    await _lease(postgres_database, "an operator", timedelta(seconds=-1))  # expired: taken back
+    await Wallet(amqp_vhost).wait_for([message_id("t-noexchange", "r1", "p1", "EUR")], 60)
+
+    async def ready() -> bool:
+        return (await http_get(service.http_port or 0, "/readyz"))[0] == 200
+
+    await eventually(ready, 30, "/readyz is 200 again once the relay publishes")
+
+
+async def _lease(url: str, holder: str, expires_in: timedelta) -> None:
+    connection = await asyncpg.connect(url)
+    try:
+        await connection.execute(
+            "UPDATE relay_lease SET holder = $1, expires_at = now() + $2",
+            holder,
+            expires_in,
+        )
+    finally:
+        await connection.close()
+
+
+async def test_what_the_broker_dead_letters_is_recorded_and_redriven(
+    amqp_vhost: str, postgres_database: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    await prepare_broker(amqp_vhost)
+    events = a_round(RoundFeed("t-limit", "r1"))
+    assert await publish([feed_message(e) for e in events], amqp_vhost) == len(events)
+    await _nack_until_dead_lettered(amqp_vhost, len(events))  # delivery_limit, by the broker
+
+    async with open_ledger(postgres_database) as ledger, serving(ledger, amqp_vhost) as running:
+
+        async def recorded() -> bool:
+            facts = await ledger.read_stream(DEAD_LETTERS_STREAM)
+            return len(facts) == len(events)
+
+        await eventually(recorded, 60, "every broker dead letter recorded in the ledger")
+        facts = await ledger.read_stream(DEAD_LETTERS_STREAM)
+        assert {f.type for f in facts} == {DEAD_LETTERED}
+        assert {f.data["code"] for f in facts} == {"delivery_limit"}
+        assert {f.data["message_id"] for f in facts} == {e["event_id"] for e in events}
+        assert {f.data["raw"] for f in facts} == {line(e) for e in events}
+        assert "croupier redrive" in facts[0].data["reason"]
+        text = await metrics_text(running)
+        assert labelled(text, "croupier_events_rejected_total", code="delivery_limit") == 8
+
+        listed = await asyncio.to_thread(main, ["redrive", "--amqp", amqp_vhost, "--dry-run"])
+        assert listed == 0 and "8 would redrive" in capsys.readouterr().out
+        redrive = ["redrive", "--amqp", amqp_vhost, "--json"]
+        assert await asyncio.to_thread(main, redrive) == 0
+        assert printed_json(capsys)["counts"]["redriven"] == 8
+        await Wallet(amqp_vhost).wait_for([message_id("t-limit", "r1", "p1", "EUR")], 60)
+        assert await asyncio.to_thread(main, redrive) == 0  # nothing left: idempotent
+        assert printed_json(capsys)["counts"]["redriven"] == 0
+        round_facts = await ledger.read_stream(stream_name("t-limit", "r1"))
+        assert round_facts[-1].type == SETTLED
+
+
+def printed_json(capsys: pytest.CaptureFixture[str]) -> Any:
+    """The JSON document a command printed (after any log lines of the service in process)."""
+    out = capsys.readouterr().out
+    return json.loads(out[out.index("{\n") :])
+
+
+async def _nack_until_dead_lettered(url: str, count: int) -> None:
+    """Consume the feed queue and requeue every delivery until the broker parks them all."""
+    connection = await aio_pika.connect(url, timeout=30)
+    try:
+        channel = await connection.channel()
+        await channel.set_qos(prefetch_count=count)
+        queue = await channel.get_queue(FEED_QUEUE)
+
+        async def refuse(message: AbstractIncomingMessage) -> None:
+            await message.nack(requeue=True)
+
+        await queue.consume(refuse)
+
+        async def parked() -> bool:
+            stats = await channel.declare_queue(DEAD_LETTER_QUEUE, passive=True)
+            return (stats.declaration_result.message_count or 0) >= count
+
+        await eventually(parked, 60, f"{count} messages parked by the delivery limit")
+    finally:
+        await connection.close()

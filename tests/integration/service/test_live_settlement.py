@@ -58,7 +58,7 @@ async def test_a_published_feed_settles_like_the_reference(
             assert service.http_port
             assert await http_get(service.http_port, "/readyz") == (
                 200,
-                "broker: ok\nconsumer: ok\ndatabase: ok\n",
+                "broker: ok\nconsumer: ok\ndatabase: ok\nrelay: ok\n",
             )
             assert await publish(messages, amqp_vhost) == len(messages)
             await wallet.wait_for(expected, timeout=120)

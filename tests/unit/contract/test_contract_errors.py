@@ -28,7 +28,9 @@ def bad(id: str, name: str, path: str, value: Any, *says: str, schema: bool = Tr
     return Bad(id, text(broken(name, path, value)), says, schema)
 
 
-AMOUNT = "payload.amount: must be a positive integer in minor units, got "
+AMOUNT = (
+    "payload.amount: must be a positive integer in minor units, at most 9,007,199,254,740,991, got "
+)
 CARD = "must be a card: rank 2-9 T J Q K A then suit c d h s"
 
 NOT_EVENTS = [
@@ -79,9 +81,17 @@ BROKEN_FIELDS = [
     bad("table_id dot", "bet.placed", "table_id", "ch.07", 'got "ch.07"'),
     bad("round_id slash", "bet.placed", "round_id", "r/1", "round_id: must be 1-128 characters"),
     bad("round_id long", "bet.placed", "round_id", "r" * 129, "round_id: must be 1-128"),
-    bad("seq 0", "bet.placed", "seq", 0, "seq: must be an integer >= 1, got 0"),
-    bad("seq text", "bet.placed", "seq", "2", 'seq: must be an integer >= 1, got "2"'),
-    bad("seq float", "bet.placed", "seq", 2.5, "seq: must be an integer >= 1, got 2.5"),
+    bad("seq 0", "bet.placed", "seq", 0, "seq: must be an integer from 1 to 1,000,000, got 0"),
+    bad(
+        "seq text", "bet.placed", "seq", "2", 'seq: must be an integer from 1 to 1,000,000, got "2"'
+    ),
+    bad(
+        "seq float",
+        "bet.placed",
+        "seq",
+        2.5,
+        "seq: must be an integer from 1 to 1,000,000, got 2.5",
+    ),
     bad(
         "no tz",
         "bet.placed",
@@ -149,7 +159,13 @@ BROKEN_FIELDS = [
     bad("spot call", "bet.placed", "payload.spot", "call", "payload.spot: must be one of 'ante'"),
     bad("spot unknown", "bet.placed", "payload.spot", "side", 'got "side"'),
     bad("no bet_id", "bet.placed", "payload.bet_id", DELETE, "payload.bet_id: required field"),
-    bad("empty player", "bet.placed", "payload.player_id", "", "payload.player_id: must be a non"),
+    bad(
+        "empty player",
+        "bet.placed",
+        "payload.player_id",
+        "",
+        "payload.player_id: must be 1-64 characters",
+    ),
     bad("player number", "bet.placed", "payload.player_id", 1042, "got 1042"),
     bad("payload extra", "bet.placed", "payload.odds", 2, "payload.odds: unknown field"),
     # cards.dealt
@@ -181,14 +197,14 @@ BROKEN_FIELDS = [
         "cards.dealt/board",
         "payload.cards",
         [],
-        "payload.cards: must be a non-empty list",
+        "payload.cards: must be a list of 1 to 5 distinct cards",
     ),
     bad(
         "cards text",
         "cards.dealt/board",
         "payload.cards",
         "9s9hQc",
-        "payload.cards: must be a non-",
+        "payload.cards: must be a list of 1 to 5",
     ),
     bad("target", "cards.dealt/board", "payload.target", "table", "payload.target: must be one of"),
     bad("player no box", "cards.dealt/player", "payload.box", DELETE, "payload.box: required when"),
@@ -198,7 +214,7 @@ BROKEN_FIELDS = [
         "cards.dealt/player",
         "payload.box",
         "",
-        "payload.box: must be a non-empty",
+        "payload.box: must be 1-64 characters",
     ),
     bad(
         "dealer box",
@@ -274,10 +290,14 @@ BROKEN_FIELDS = [
         "round.voided",
         "payload.reason",
         "",
-        "payload.reason: must be a non-empty text",
+        "payload.reason: must be text of at most 500 characters, not blank",
     ),
     bad(
-        "void blank", "round.voided", "payload.reason", "   ", "payload.reason: must be a non-empty"
+        "void blank",
+        "round.voided",
+        "payload.reason",
+        "   ",
+        "payload.reason: must be text of at most 500 characters, not blank",
     ),
     bad(
         "void no reason", "round.voided", "payload.reason", DELETE, "payload.reason: required field"

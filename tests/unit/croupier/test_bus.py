@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from croupier.bus import DeadLetter, Inbox, Outgoing, Unroutable
+from croupier.bus import DEAD_LETTER_EXCHANGE, UNROUTABLE, Inbox, Outgoing
 from croupier.bus.memory import MemoryBus, topic_matches
 
 
@@ -67,15 +67,21 @@ async def test_the_memory_bus_keeps_deliveries_unacked_until_finished() -> None:
     batch = await bus.next_batch(10, linger=0.0)
     assert [d.message_id for d in batch] == ["m0", "m1", "m2"] and bus.backlog == 0
     assert set(bus.unacked) == {d.tag for d in batch}
-    await bus.finish_batch(batch, [DeadLetter(batch[1], "contract", "not a feed event")])
-    assert bus.unacked == {} and [d.delivery.message_id for d in bus.dead_letters] == ["m1"]
+    await bus.finish_batch(batch)
+    assert bus.unacked == {}
+
+
+async def test_the_memory_bus_keeps_dead_letters_it_is_given() -> None:
+    bus = MemoryBus()
+    letter = Outgoing("dl1", "t1.bet.placed", {}, exchange=DEAD_LETTER_EXCHANGE, raw=b"{")
+    assert await bus.publish([letter]) == []
+    assert bus.dead_letters == [letter]
 
 
 async def test_the_memory_bus_refuses_results_nobody_binds() -> None:
     bus = MemoryBus()
     received: list[Outgoing] = []
     bus.subscribe("EUR.*", received.append)
-    with pytest.raises(Unroutable) as refused:
-        await bus.publish([Outgoing("r1", "EUR.p1", {}), Outgoing("r2", "GBP.p1", {})])
+    refused = await bus.publish([Outgoing("r1", "EUR.p1", {}), Outgoing("r2", "GBP.p1", {})])
     assert [m.message_id for m in received] == ["r1"]
-    assert refused.value.message_ids == ["r2"]
+    assert [(r.message_id, r.kind) for r in refused] == [("r2", UNROUTABLE)]

@@ -298,7 +298,7 @@ class Generator:
         if faults and code is None:
             text = rng.choice([text for text, seq, _ in lines if seq is not None])
             extra(text, "duplicate")
-            extra('{"event_id": "not-json', "contract")
+            extra('{"event_id": "not-json', "not_json")
             bad = f.make("cards.dealt", {"target": "board", "cards": ["Ax"]}, seq=99)
             extra(line(bad), "contract")
         return t, self._shuffled(lines, faults)
@@ -479,6 +479,7 @@ REASON_WORDS = {
     "unknown_paytable": "unknown pay table",
     "never_opened": "never opened",
     "contract": "",
+    "not_json": "not valid JSON",
 }
 
 
@@ -675,7 +676,8 @@ async def test_malformed_lines_are_rejected_and_the_rest_settles(
         (7, event_id),
     ]
     assert all(says in r["reason"] for r in replayed.rejections)
-    assert replayed.summary.rejected == Counter({"contract": 2})
+    code = "not_json" if says == "not valid JSON" else "contract"
+    assert replayed.summary.rejected == Counter({code: 2})
     assert replayed.summary.settled == 1
     (result,) = replayed.results
     assert (result["stake_total"], result["returned_total"]) == (300, 200 + 400)

@@ -458,8 +458,11 @@ BAD_INPUT: dict[str, Bad] = {
         "too_many_cards",
         ("the board", "6", "at most 5"),
     ),
-    "six board cards at once": Bad(
-        lambda f: ([f.opened(), f.bet("a1")], f.cards("board", "2c 3c 4c 5c 6c 7c")),
+    "six board cards after a flop": Bad(
+        lambda f: (
+            [f.opened(), f.bet("a1"), f.cards("board", "2c 3c 4c")],
+            f.cards("board", "5c 6c 7c"),
+        ),
         "too_many_cards",
         ("the board",),
     ),

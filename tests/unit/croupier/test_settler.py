@@ -174,7 +174,7 @@ async def test_contract_rejections_are_kept_with_raw_text_and_reason(ledger: Led
     verdicts = [(h.ref, h.verdict, h.code) for h in report.handled]
     assert verdicts == [
         (1, "accepted", None),
-        (2, "rejected", "contract"),
+        (2, "rejected", "not_json"),
         (3, "rejected", "contract"),
         (4, "rejected", "contract"),
         (5, "accepted", None),

@@ -21,13 +21,22 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Generic, TypeVar
 
 FEED_EXCHANGE: Final = "studio.feed"
+#: A copy of every dead letter, for the recorder that keeps the broker's in the ledger.
+DEAD_LETTER_RECORD_QUEUE: Final = "croupier.dead-letter.record"
 FEED_QUEUE: Final = "croupier.feed"
 DEAD_LETTER_EXCHANGE: Final = "croupier.dead-letter"
 DEAD_LETTER_QUEUE: Final = "croupier.dead-letter"
 SETTLEMENTS_EXCHANGE: Final = "croupier.settlements"
-DELIVERY_LIMIT: Final = 5
+#: Deliveries of one message before the broker dead-letters it. Well above a crash loop's
+#: usual length, since each crash returns every message in hand (see INITIAL_PREFETCH).
+DELIVERY_LIMIT: Final = 20
+#: Deliveries in hand until the first commit succeeds; then the full prefetch. A process
+#: that crashes before it can commit anything (bad configuration, a port in use, an OOM
+#: kill) burns delivery attempts of this many messages only.
+INITIAL_PREFETCH: Final = 10
 REASON_HEADER: Final = "x-croupier-reason"
 CODE_HEADER: Final = "x-croupier-code"
+ORIGINAL_ROUTING_KEY_HEADER: Final = "x-original-routing-key"
 
 
 T = TypeVar("T")
@@ -76,12 +85,23 @@ class BusError(Exception):
     """The bus could not do what was asked (connection lost, broker refused)."""
 
 
-class Unroutable(BusError):
-    """Messages the broker could not route to any queue: an error, never silence."""
+#: Why a message could not be published (the label of ``croupier_results_set_aside_total``).
+UNROUTABLE: Final = "unroutable"
+TOO_LONG: Final = "too_long"
+NACKED: Final = "nacked"
 
-    def __init__(self, message_ids: Sequence[str]) -> None:
-        super().__init__(f"unroutable settlement results: {list(message_ids)}")
-        self.message_ids = list(message_ids)
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """A message the broker will not take as it is: publishing it again cannot help.
+
+    ``kind``: ``unroutable`` (no queue is bound for its routing key), ``too_long`` (a
+    routing key or header over AMQP's limits) or ``nacked`` (the broker refused it).
+    """
+
+    message_id: str
+    kind: str
+    reason: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,21 +117,38 @@ class Delivery:
 
 
 @dataclass(frozen=True, slots=True)
-class DeadLetter:
-    """A delivery to park in the dead-letter queue, with why."""
+class Parked:
+    """A copy of a message that reached the dead-letter exchange.
 
-    delivery: Delivery
-    code: str
-    reason: str
+    ``reason`` is the broker's (``x-first-death-reason``: ``delivery_limit``, ``expired``,
+    ...) when the broker dead-lettered it, None when Croupier did (it carries
+    ``x-croupier-code``, and the ledger has it already).
+    """
+
+    body: bytes
+    routing_key: str
+    message_id: str | None
+    reason: str | None
+    queue: str
+    count: int
+    handle: object = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
 class Outgoing:
-    """A settlement result to publish."""
+    """A message to publish: a settlement result (``body``), or a dead letter (``raw``).
+
+    Published persistent and ``mandatory``, with ``message_id`` as the AMQP message id
+    (``amqp_message_id`` when that differs, as a dead letter keeps the original's).
+    """
 
     message_id: str
     routing_key: str
     body: Mapping[str, Any]
+    exchange: str = SETTLEMENTS_EXCHANGE
+    raw: bytes | None = None
+    headers: Mapping[str, str] | None = None
+    amqp_message_id: str | None = None
 
 
 class FeedSource(ABC):
@@ -122,11 +159,23 @@ class FeedSource(ABC):
         """Wait for at least one delivery, then take what arrives within ``linger`` seconds."""
 
     @abstractmethod
-    async def finish_batch(self, batch: Sequence[Delivery], dead: Sequence[DeadLetter]) -> None:
-        """Dead-letter ``dead`` (with their reasons), then acknowledge the whole batch.
+    async def finish_batch(self, batch: Sequence[Delivery]) -> None:
+        """Acknowledge the whole batch; call only after the ledger commit that covers it.
 
-        Call only after the ledger commit that covers the batch.
+        Rejected messages are not dead-lettered here: the commit wrote their dead letters
+        to the outbox, and the relay publishes them like results.
         """
+
+    async def committed(self) -> None:  # noqa: B027 (optional: most sources need nothing)
+        """A batch was committed and acknowledged (the first one widens the prefetch)."""
+
+    async def next_parked(self, max_messages: int) -> list[Parked]:
+        """Copies of dead letters to record, at least one (none ever, by default)."""
+        await asyncio.Event().wait()
+        return []
+
+    async def finish_parked(self, batch: Sequence[Parked]) -> None:  # noqa: B027 (optional)
+        """Acknowledge copies once the ledger has them."""
 
     @abstractmethod
     async def stop_consuming(self) -> None:
@@ -139,11 +188,15 @@ class FeedSource(ABC):
 
 
 class SettlementSink(ABC):
-    """Where settlement results go: confirmed by the broker, routed or refused."""
+    """Where settlement results and dead letters go: confirmed by the broker, or refused."""
 
     @abstractmethod
-    async def publish(self, messages: Sequence[Outgoing]) -> None:
-        """Publish and wait for every confirm; raise :class:`Unroutable` for unrouted ones."""
+    async def publish(self, messages: Sequence[Outgoing]) -> list[Refused]:
+        """Publish and wait for every confirm; the messages the broker refused, in order.
+
+        Raises :class:`BusError` when the broker could not be asked (connection or channel
+        down): then nothing is known about the page and all of it is to be sent again.
+        """
 
 
 class Bus(FeedSource, SettlementSink):

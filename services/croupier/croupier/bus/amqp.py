@@ -6,7 +6,8 @@ each delivery per message costs a plain callback instead of aio-pika's message o
 task, and a page of results goes out in one socket write (see :func:`publish_confirmed`)
 instead of one write and one task per message. Nothing is weakened on the way: every publish
 is confirmed by the broker, results are ``mandatory`` and a returned one is reported as
-:class:`~croupier.bus.Unroutable`, messages are persistent with a stable ``message_id``.
+:class:`~croupier.bus.Refused` (as is one nacked or too long to frame), messages are
+persistent with a stable ``message_id``.
 """
 
 from __future__ import annotations
@@ -26,24 +27,30 @@ from aio_pika.abc import AbstractChannel, AbstractRobustChannel, AbstractRobustC
 from aiormq.abc import ChannelFrame, DeliveredMessage
 from pamqp import commands as spec
 from pamqp.body import ContentBody
+from pamqp.common import FieldTable
 from pamqp.header import ContentHeader
 
 from croupier.bus import (
     CODE_HEADER,
     DEAD_LETTER_EXCHANGE,
     DEAD_LETTER_QUEUE,
+    DEAD_LETTER_RECORD_QUEUE,
     DELIVERY_LIMIT,
     FEED_EXCHANGE,
     FEED_QUEUE,
-    REASON_HEADER,
+    INITIAL_PREFETCH,
+    NACKED,
+    ORIGINAL_ROUTING_KEY_HEADER,
     SETTLEMENTS_EXCHANGE,
+    TOO_LONG,
+    UNROUTABLE,
     Bus,
     BusError,
-    DeadLetter,
     Delivery,
     Inbox,
     Outgoing,
-    Unroutable,
+    Parked,
+    Refused,
 )
 from croupier.urls import mask_url
 
@@ -117,9 +124,12 @@ def _frame(kind: int, channel: int, payload: bytes) -> bytes:
     return b"".join((_FRAME_HEAD.pack(kind, channel, len(payload)), payload, _FRAME_END))
 
 
+SHORTSTR_MAX: Final = 255
+
+
 def _shortstr(value: str) -> bytes:
     data = value.encode()
-    if len(data) > 255:
+    if len(data) > SHORTSTR_MAX:
         raise ValueError(f"AMQP short string longer than 255 bytes: {value[:40]!r}...")
     return bytes([len(data)]) + data
 
@@ -211,9 +221,14 @@ class AmqpBus(Bus):
     (the ledger makes the second settlement of a message a no-op).
     """
 
-    def __init__(self, url: str, *, prefetch: int = 2000) -> None:
+    def __init__(
+        self, url: str, *, prefetch: int = 2000, initial_prefetch: int = INITIAL_PREFETCH
+    ) -> None:
         self.url = url
         self.prefetch = prefetch
+        self.initial_prefetch = min(initial_prefetch, prefetch)
+        self._widened = False
+        self._parked: Inbox[aio_pika.abc.AbstractIncomingMessage] = Inbox()
         self._connection: AbstractRobustConnection | None = None
         self._consume_channel: AbstractRobustChannel | None = None
         self._publish_channel: AbstractChannel | None = None
@@ -224,21 +239,30 @@ class AmqpBus(Bus):
         self._resubscribing: asyncio.Task[None] | None = None
 
     async def connect(self) -> None:
+        await self.connect_publisher()
+        assert self._connection is not None
+        consume_channel = await self._connection.channel()
+        await consume_channel.set_qos(prefetch_count=self.initial_prefetch)
+        await declare_topology(consume_channel)
+        self._consume_channel = consume_channel
+        record_channel = await self._connection.channel()
+        await record_channel.set_qos(prefetch_count=100)
+        record = await record_channel.get_queue(DEAD_LETTER_RECORD_QUEUE)
+        await record.consume(self._receive_parked)  # a robust consumer: restored on reconnect
+        self._consuming = True
+        consume_channel.reopen_callbacks.add(self._on_reopen)
+        await self._subscribe()
+
+    async def connect_publisher(self) -> None:
+        """Connect and open the publishing channel only (to publish, not consume)."""
         try:
             self._connection = await aio_pika.connect_robust(with_heartbeat(self.url))
         except (OSError, aiormq.exceptions.AMQPError) as error:
             raise BusError(f"cannot reach RabbitMQ at {mask_url(self.url)}: {error}") from error
         self._connection.reconnect_callbacks.add(self._on_reconnect)
-        consume_channel = await self._connection.channel()
-        await consume_channel.set_qos(prefetch_count=self.prefetch)
         self._publish_channel = await self._connection.channel(
             publisher_confirms=True, on_return_raises=True
         )
-        await declare_topology(consume_channel)
-        self._consume_channel = consume_channel
-        self._consuming = True
-        consume_channel.reopen_callbacks.add(self._on_reopen)
-        await self._subscribe()
 
     async def close(self) -> None:
         self._consuming = False
@@ -254,6 +278,13 @@ class AmqpBus(Bus):
     @property
     def attached(self) -> bool:
         return self.connected and self._consumer is not None and not self._consumer[0].is_closed
+
+    async def committed(self) -> None:
+        if self._widened or self._consume_channel is None:
+            return
+        self._widened = True  # aio-pika restores this prefetch when it reopens the channel
+        await self._consume_channel.set_qos(prefetch_count=self.prefetch)
+        log.info("first commit: full prefetch", prefetch=self.prefetch)
 
     async def stop_consuming(self) -> None:
         self._consuming = False
@@ -295,6 +326,21 @@ class AmqpBus(Bus):
     async def _receive(self, message: DeliveredMessage) -> None:
         self._inbox.put(message)
 
+    async def _receive_parked(self, message: aio_pika.abc.AbstractIncomingMessage) -> None:
+        self._parked.put(message)
+
+    async def next_parked(self, max_messages: int) -> list[Parked]:
+        return [_parked(m) for m in await self._parked.take(max_messages, 0.05)]
+
+    async def finish_parked(self, batch: Sequence[Parked]) -> None:
+        for parked in batch:
+            message = parked.handle
+            assert isinstance(message, aio_pika.abc.AbstractIncomingMessage)
+            try:
+                await message.ack()
+            except (aiormq.exceptions.AMQPError, aio_pika.exceptions.MessageProcessError) as error:
+                log.warning("dead-letter copy not acknowledged; it comes again", error=str(error))
+
     async def _on_reconnect(self, *_: object) -> None:
         log.warning("broker reconnected; deliveries in hand will be redelivered")
 
@@ -312,12 +358,10 @@ class AmqpBus(Bus):
             if live:
                 return [_delivery(message) for message in live]
 
-    async def finish_batch(self, batch: Sequence[Delivery], dead: Sequence[DeadLetter]) -> None:
+    async def finish_batch(self, batch: Sequence[Delivery]) -> None:
         if not batch:
             return
         try:
-            if dead:
-                await self._dead_letter(dead)
             channel = batch[-1].handle
             assert isinstance(channel, aiormq.Channel)
             await channel.basic_ack(batch[-1].tag, multiple=True)
@@ -325,56 +369,39 @@ class AmqpBus(Bus):
             # The ledger has the batch; the broker will redeliver it and it will be a no-op.
             log.warning("batch not acknowledged; it will be redelivered", error=str(error))
 
-    async def _dead_letter(self, dead: Sequence[DeadLetter]) -> None:
-        publications = [
-            Publication(
-                DEAD_LETTER_EXCHANGE,
-                letter.delivery.routing_key or "unroutable",
-                letter.delivery.body,
-                letter.delivery.message_id or "",
-                headers={
-                    REASON_HEADER: letter.reason[:4000],
-                    CODE_HEADER: letter.code,
-                    "x-original-routing-key": letter.delivery.routing_key,
-                },
-            )
-            for letter in dead
-        ]
-        failures = [o for o in await self._publish(publications) if o is not None]
-        if failures:
-            raise aiormq.exceptions.AMQPError(f"{len(failures)} dead letters not confirmed")
-
     # -- publishing ------------------------------------------------------------------------
 
-    async def publish(self, messages: Sequence[Outgoing]) -> None:
-        publications = [
-            Publication(
-                SETTLEMENTS_EXCHANGE,
-                m.routing_key,
-                _encode(m.body).encode(),
-                m.message_id,
-                mandatory=True,
-            )
-            for m in messages
-        ]
+    async def publish(self, messages: Sequence[Outgoing]) -> list[Refused]:
+        refused: list[Refused] = []
+        sendable: list[Outgoing] = []
+        for message in messages:
+            too_long = _over_limits(message)
+            if too_long:
+                refused.append(Refused(message.message_id, TOO_LONG, too_long))
+            else:
+                sendable.append(message)
         try:
-            outcomes = await self._publish(publications)
+            outcomes = await self._publish([_publication(m) for m in sendable])
         except (aiormq.exceptions.AMQPError, aiormq.exceptions.ChannelInvalidStateError) as error:
-            raise BusError(f"results not published: {error!r}") from error
-        unrouted = [
-            m.message_id
-            for m, outcome in zip(messages, outcomes, strict=True)
-            if isinstance(outcome, aiormq.exceptions.PublishError)
-        ]
-        failures = [o for o in outcomes if o is not None]
-        if unrouted:
-            raise Unroutable(unrouted)
+            raise BusError(f"not published: {error!r}") from error
+        failures = []
+        for message, outcome in zip(sendable, outcomes, strict=True):
+            if isinstance(outcome, aiormq.exceptions.PublishError):
+                reason = f"no queue is bound for routing key {message.routing_key!r}"
+                refused.append(Refused(message.message_id, UNROUTABLE, reason))
+            elif isinstance(outcome, aiormq.exceptions.DeliveryError):
+                refused.append(Refused(message.message_id, NACKED, "the broker nacked it"))
+            elif outcome is not None:
+                failures.append(outcome)
         if failures:
-            raise BusError(f"{len(failures)} results not confirmed: {failures[0]!r}")
+            raise BusError(f"{len(failures)} messages not confirmed: {failures[0]!r}")
+        return refused
 
     async def _publish(self, publications: Sequence[Publication]) -> list[BaseException | None]:
         if self._publish_channel is None:
             raise BusError("not connected")
+        if not publications:
+            return []
         channel = await self._publish_channel.get_underlay_channel()
         return await publish_confirmed(cast(aiormq.Channel, channel), publications)
 
@@ -386,21 +413,98 @@ async def declare_topology(channel: AbstractChannel) -> None:
         DEAD_LETTER_EXCHANGE, aio_pika.ExchangeType.TOPIC, durable=True
     )
     await channel.declare_exchange(SETTLEMENTS_EXCHANGE, aio_pika.ExchangeType.TOPIC, durable=True)
-    queue = await channel.declare_queue(
-        FEED_QUEUE,
-        durable=True,
-        arguments={
-            "x-queue-type": "quorum",
-            "x-single-active-consumer": True,
-            "x-delivery-limit": DELIVERY_LIMIT,
-            "x-dead-letter-exchange": DEAD_LETTER_EXCHANGE,
-        },
-    )
+    queue = await _declare_feed_queue(channel)
     await queue.bind(feed, routing_key="#")
     parked = await channel.declare_queue(
         DEAD_LETTER_QUEUE, durable=True, arguments={"x-queue-type": "quorum"}
     )
     await parked.bind(dead, routing_key="#")
+    # Every dead letter twice: parked for operators and `croupier redrive`, and a copy the
+    # service consumes to record what the broker itself dead-lettered in the ledger.
+    record = await channel.declare_queue(
+        DEAD_LETTER_RECORD_QUEUE,
+        durable=True,
+        arguments={"x-queue-type": "quorum", "x-single-active-consumer": True},
+    )
+    await record.bind(dead, routing_key="#")
+
+
+async def _declare_feed_queue(channel: AbstractChannel) -> aio_pika.abc.AbstractQueue:
+    """The feed queue; one declared earlier with other arguments is used as it is.
+
+    A quorum queue's arguments cannot change once declared (an older delivery limit, say):
+    declaring it again with others fails, so it is then only looked up, with a warning
+    saying how to change it (a policy, or a new queue).
+    """
+    arguments: FieldTable = {
+        "x-queue-type": "quorum",
+        "x-single-active-consumer": True,
+        "x-delivery-limit": DELIVERY_LIMIT,
+        "x-dead-letter-exchange": DEAD_LETTER_EXCHANGE,
+    }
+    try:
+        return await channel.declare_queue(FEED_QUEUE, durable=True, arguments=arguments)
+    except aiormq.exceptions.ChannelPreconditionFailed as error:
+        log.warning(
+            "the feed queue exists with other arguments; using it as it is "
+            "(set its delivery-limit with a policy to match)",
+            wanted=arguments,
+            error=str(error),
+        )
+        await channel.reopen()
+        return await channel.declare_queue(FEED_QUEUE, passive=True)
+
+
+def _publication(message: Outgoing) -> Publication:
+    """A result as compact JSON (plain frames); a dead letter as its raw bytes with headers."""
+    if message.raw is None:
+        body = _encode(message.body).encode()
+        return Publication(
+            message.exchange, message.routing_key, body, message.message_id, mandatory=True
+        )
+    headers = dict(message.headers) if message.headers else None
+    amqp_id = message.amqp_message_id if message.amqp_message_id is not None else ""
+    return Publication(
+        message.exchange, message.routing_key, message.raw, amqp_id, headers, mandatory=True
+    )
+
+
+def _over_limits(message: Outgoing) -> str | None:
+    """Why the message cannot be framed at all (AMQP short strings are at most 255 bytes)."""
+    for name, value in (
+        ("routing key", message.routing_key),
+        ("message_id", message.amqp_message_id or message.message_id),
+    ):
+        size = len(value.encode("utf-8", "surrogatepass"))
+        if size > SHORTSTR_MAX:
+            return f"{name} of {size} bytes; AMQP allows at most {SHORTSTR_MAX}: {value[:40]!r}..."
+    return None
+
+
+def _parked(message: aio_pika.abc.AbstractIncomingMessage) -> Parked:
+    """A dead-letter copy: the broker's reason, or None when Croupier dead-lettered it."""
+    headers = message.headers or {}
+    deaths = headers.get("x-death")
+    death = deaths[0] if isinstance(deaths, list) and deaths and isinstance(deaths[0], dict) else {}
+    ours = CODE_HEADER in headers
+    broker = headers.get("x-first-death-reason") or death.get("reason")
+    reason = None if ours else str(broker or "unknown")
+    keys = death.get("routing-keys")
+    routing_key = str(
+        headers.get(ORIGINAL_ROUTING_KEY_HEADER)
+        or (keys[0] if isinstance(keys, list) and keys else "")
+        or message.routing_key
+        or ""
+    )
+    return Parked(
+        body=message.body,
+        routing_key=routing_key,
+        message_id=message.message_id,
+        reason=reason,
+        queue=str(headers.get("x-first-death-queue") or death.get("queue", "")),
+        count=int(str(death.get("count", 1) or 1)),
+        handle=message,
+    )
 
 
 def _delivery(message: DeliveredMessage) -> Delivery:

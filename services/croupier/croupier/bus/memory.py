@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from croupier.bus import Bus, DeadLetter, Delivery, Inbox, Outgoing, Unroutable
+from croupier.bus import (
+    DEAD_LETTER_EXCHANGE,
+    UNROUTABLE,
+    Bus,
+    Delivery,
+    Inbox,
+    Outgoing,
+    Refused,
+)
 
 Subscriber = Callable[[Outgoing], None]
 
@@ -35,7 +43,7 @@ class MemoryBus(Bus):
         self._consuming = False
         self._bindings: list[tuple[str, Subscriber]] = []
         self.unacked: dict[int, Delivery] = {}
-        self.dead_letters: list[DeadLetter] = []
+        self.dead_letters: list[Outgoing] = []
         self.published = 0
 
     # -- the studio side -------------------------------------------------------------------
@@ -78,19 +86,21 @@ class MemoryBus(Bus):
         self.unacked.update((d.tag, d) for d in batch)
         return batch
 
-    async def finish_batch(self, batch: Sequence[Delivery], dead: Sequence[DeadLetter]) -> None:
-        self.dead_letters.extend(dead)
+    async def finish_batch(self, batch: Sequence[Delivery]) -> None:
         for delivery in batch:
             self.unacked.pop(delivery.tag, None)
 
-    async def publish(self, messages: Sequence[Outgoing]) -> None:
-        unrouted = []
+    async def publish(self, messages: Sequence[Outgoing]) -> list[Refused]:
+        refused = []
         for message in messages:
+            if message.exchange == DEAD_LETTER_EXCHANGE:
+                self.dead_letters.append(message)
+                continue
             targets = [s for p, s in self._bindings if topic_matches(p, message.routing_key)]
             if not targets:
-                unrouted.append(message.message_id)
+                reason = f"no queue is bound for routing key {message.routing_key!r}"
+                refused.append(Refused(message.message_id, UNROUTABLE, reason))
             for subscriber in targets:
                 subscriber(message)
             self.published += bool(targets)
-        if unrouted:
-            raise Unroutable(unrouted)
+        return refused

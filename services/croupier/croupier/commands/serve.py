@@ -21,7 +21,8 @@ def register(subparsers: Any) -> None:
         "serve",
         help="consume the studio feed, settle into the ledger, publish results",
         description="Configured by CROUPIER_DATABASE_URL, CROUPIER_AMQP_URL, CROUPIER_HTTP_PORT, "
-        "CROUPIER_LOG_LEVEL and CROUPIER_MAX_BATCH (see `croupier --help`).",
+        "CROUPIER_LOG_LEVEL, CROUPIER_MAX_BATCH, CROUPIER_HELD_TIMEOUT, CROUPIER_ROUND_TIMEOUT and "
+        "CROUPIER_RELAY_LEASE (see `croupier --help`).",
     )
     parser.add_argument(
         "--max-batch",
@@ -44,5 +45,12 @@ async def _serve(settings: Settings, max_batch: int) -> None:
     if settings.database_url.startswith(("postgresql://", "postgres://")):
         await create_database_if_missing(settings.database_url)
     async with open_ledger(settings.database_url) as ledger:
-        service = Service(ledger, AmqpBus(settings.amqp_url), max_batch=max_batch)
+        service = Service(
+            ledger,
+            AmqpBus(settings.amqp_url),
+            max_batch=max_batch,
+            held_timeout=settings.held_timeout,
+            round_timeout=settings.round_timeout,
+            relay_lease=settings.relay_lease,
+        )
         await service.serve_until_signalled(http_port=settings.http_port)

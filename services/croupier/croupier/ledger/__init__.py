@@ -50,7 +50,15 @@ Hash chain
 Outbox
     Outbox messages are written in the same transaction as the events and are never
     updated: publishing inserts a marker row. ``pending_outbox`` lists unmarked messages
-    in write order; ``mark_published`` is idempotent.
+    in write order; ``mark_published`` is idempotent. A message the broker refuses for
+    good is *set aside* (``set_aside``, another marker row, with the reason): it is no
+    longer pending, so it never blocks the messages after it, and ``set_aside_messages``
+    lists it until it is published after all (``croupier redrive --results``).
+
+Relay lease
+    ``hold_lease(name, holder, seconds)`` takes or renews a named lease that expires
+    ``seconds`` after its last renewal, so one of many instances relays the outbox and
+    another takes over within ``seconds`` of the holder's last sign of life.
 """
 
 from __future__ import annotations
@@ -230,6 +238,25 @@ class Ledger(ABC):
     @abstractmethod
     async def mark_published(self, message_ids: Iterable[str]) -> None:
         """Record messages as published (idempotent; unknown ids are ignored)."""
+
+    @abstractmethod
+    async def open_streams(self, prefix: str, closing: Sequence[str], limit: int) -> list[str]:
+        """Streams named ``prefix...`` with no event of a ``closing`` type, oldest first.
+
+        Reads every event of those streams' names (a scan): for start-up and reports.
+        """
+
+    @abstractmethod
+    async def set_aside(self, reasons: Mapping[str, str]) -> None:
+        """Set messages aside (message_id -> why): no longer pending (idempotent)."""
+
+    @abstractmethod
+    async def set_aside_messages(self, limit: int = 100) -> list[tuple[PendingMessage, str]]:
+        """Up to ``limit`` set-aside messages not published since, oldest first, with why."""
+
+    @abstractmethod
+    async def hold_lease(self, name: str, holder: str, seconds: float) -> bool:
+        """Take or renew lease ``name`` for ``seconds``; False while another holds it."""
 
     @abstractmethod
     async def close(self) -> None:

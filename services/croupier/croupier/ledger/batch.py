@@ -198,7 +198,9 @@ def _plan_outbox(
 
 
 class PublishedFloor:
-    """Where ``pending_outbox`` may start: every outbox row with ``seq <= floor`` is published.
+    """Where ``pending_outbox`` may start: every outbox row with ``seq <= floor`` is done.
+
+    Done is published or set aside: marked either way, it is never pending again.
 
     Without it, listing pending messages is an anti-join over the whole outbox, which grows
     with every result ever published. It holds because outbox rows get their ``seq`` under
@@ -211,15 +213,21 @@ class PublishedFloor:
     def __init__(self) -> None:
         self.seq = 0
         self._page: dict[str, int] = {}
+        self._done: set[str] = set()
 
     def listed(self, page: Sequence[tuple[str, int]]) -> None:
         """``pending_outbox`` returned these (message_id, seq), in seq order."""
         if page:
             self.seq = max(self.seq, page[0][1] - 1)
         self._page = dict(page)
+        self._done = set()
 
     def marked(self, message_ids: Sequence[str]) -> None:
-        """``mark_published`` recorded these message ids."""
-        if self._page and self._page.keys() <= set(message_ids):
+        """``mark_published`` or ``set_aside`` recorded these message ids."""
+        if not self._page:
+            return
+        self._done.update(i for i in message_ids if i in self._page)
+        if len(self._done) == len(self._page):
             self.seq = max(self.seq, *self._page.values())
             self._page = {}
+            self._done = set()

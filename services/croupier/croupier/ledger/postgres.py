@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 from urllib.parse import parse_qs, urlsplit, urlunsplit
@@ -222,7 +222,8 @@ class PostgresLedger(Ledger):
         rows = await (await self.pool()).fetch(
             "SELECT message_id, exchange, routing_key, body, position, seq FROM outbox o "
             "WHERE seq > $2 AND NOT EXISTS "
-            "(SELECT 1 FROM outbox_published p WHERE p.message_id = o.message_id)"
+            "(SELECT 1 FROM outbox_published p WHERE p.message_id = o.message_id) AND NOT EXISTS "
+            "(SELECT 1 FROM outbox_set_aside s WHERE s.message_id = o.message_id)"
             " ORDER BY seq LIMIT $1",
             limit,
             self._published.seq,
@@ -248,6 +249,54 @@ class PostgresLedger(Ledger):
                 ids,
             )
             self._published.marked(ids)
+
+    async def open_streams(self, prefix: str, closing: Sequence[str], limit: int) -> list[str]:
+        rows = await (await self.pool()).fetch(
+            "SELECT stream FROM events WHERE starts_with(stream, $1) GROUP BY stream "
+            "HAVING NOT bool_or(type = ANY($2::text[])) ORDER BY min(position) LIMIT $3",
+            prefix,
+            list(closing),
+            limit,
+        )
+        return [r[0] for r in rows]
+
+    async def set_aside(self, reasons: Mapping[str, str]) -> None:
+        if reasons:
+            await (await self.pool()).execute(
+                "INSERT INTO outbox_set_aside (message_id, reason) "
+                "SELECT o.message_id, r.reason FROM unnest($1::text[], $2::text[]) "
+                "AS r(message_id, reason) JOIN outbox o ON o.message_id = r.message_id "
+                "ON CONFLICT DO NOTHING",
+                list(reasons),
+                list(reasons.values()),
+            )
+            self._published.marked(list(reasons))
+
+    async def set_aside_messages(self, limit: int = 100) -> list[tuple[PendingMessage, str]]:
+        rows = await (await self.pool()).fetch(
+            "SELECT o.message_id, o.exchange, o.routing_key, o.body, o.position, s.reason "
+            "FROM outbox_set_aside s JOIN outbox o ON o.message_id = s.message_id "
+            "WHERE NOT EXISTS "
+            "(SELECT 1 FROM outbox_published p WHERE p.message_id = s.message_id) "
+            "ORDER BY o.seq LIMIT $1",
+            limit,
+        )
+        return [(PendingMessage(r[0], r[1], r[2], json.loads(r[3]), r[4]), r[5]) for r in rows]
+
+    async def hold_lease(self, name: str, holder: str, seconds: float) -> bool:
+        # The database's clock decides, so instances need not agree on the time.
+        held = await (await self.pool()).fetchval(
+            "INSERT INTO relay_lease (name, holder, expires_at) "
+            "VALUES ($1, $2, now() + make_interval(secs => $3)) "
+            "ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, "
+            "expires_at = EXCLUDED.expires_at "
+            "WHERE relay_lease.holder = EXCLUDED.holder OR relay_lease.expires_at < now() "
+            "RETURNING holder",
+            name,
+            holder,
+            seconds,
+        )
+        return bool(held == holder)
 
     async def close(self) -> None:
         async with self._pool_lock:

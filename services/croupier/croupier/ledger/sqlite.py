@@ -19,7 +19,8 @@ import asyncio
 import json
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -138,7 +139,8 @@ class SqliteLedger(Ledger):
         sql = (
             "SELECT message_id, exchange, routing_key, body, position, seq FROM outbox o "
             "WHERE seq > ? AND NOT EXISTS "
-            "(SELECT 1 FROM outbox_published p WHERE p.message_id = o.message_id)"
+            "(SELECT 1 FROM outbox_published p WHERE p.message_id = o.message_id) AND NOT EXISTS "
+            "(SELECT 1 FROM outbox_set_aside s WHERE s.message_id = o.message_id)"
             " ORDER BY seq LIMIT ?"
         )
         rows = await self._read(sql, (self._published.seq, limit))
@@ -162,6 +164,38 @@ class SqliteLedger(Ledger):
     async def run_reading(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``work`` on the read connection in a worker thread."""
         return await self._reader.run(work)
+
+    async def open_streams(self, prefix: str, closing: Sequence[str], limit: int) -> list[str]:
+        marks = ",".join("?" * len(closing)) or "NULL"
+        sql = (
+            "SELECT stream FROM events WHERE substr(stream, 1, ?) = ? GROUP BY stream "
+            f"HAVING SUM(type IN ({marks})) = 0 ORDER BY MIN(position) LIMIT ?"
+        )
+        rows = await self._read(sql, (len(prefix), prefix, *closing, limit))
+        return [r[0] for r in rows]
+
+    async def set_aside(self, reasons: Mapping[str, str]) -> None:
+        if reasons:
+            rows = [(reason, message_id) for message_id, reason in reasons.items()]
+            await self._writer.run(lambda conn: _write(conn, _SET_ASIDE, rows))
+            self._published.marked(list(reasons))
+
+    async def set_aside_messages(self, limit: int = 100) -> list[tuple[PendingMessage, str]]:
+        sql = (
+            "SELECT o.message_id, o.exchange, o.routing_key, o.body, o.position, s.reason "
+            "FROM outbox_set_aside s JOIN outbox o ON o.message_id = s.message_id "
+            "WHERE NOT EXISTS "
+            "(SELECT 1 FROM outbox_published p WHERE p.message_id = s.message_id) "
+            "ORDER BY o.seq LIMIT ?"
+        )
+        rows = await self._read(sql, (limit,))
+        return [(PendingMessage(r[0], r[1], r[2], json.loads(r[3]), r[4]), r[5]) for r in rows]
+
+    async def hold_lease(self, name: str, holder: str, seconds: float) -> bool:
+        now = time.time()
+        row = (name, holder, now + seconds, now)
+        held = await self._writer.run(lambda conn: _write(conn, _HOLD_LEASE, [row]))
+        return held == [(holder,)]
 
     async def close(self) -> None:
         async with self._writer.lock:
@@ -258,6 +292,33 @@ def _head(conn: sqlite3.Connection) -> tuple[int, str]:
 def _outbox_by_id(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, tuple[str, str, str]]:
     sql = "SELECT message_id, exchange, routing_key, body FROM outbox WHERE message_id IN ({marks})"
     return {row[0]: (row[1], row[2], row[3]) for row in _in_chunks(conn, sql, ids)}
+
+
+_SET_ASIDE = (
+    "INSERT OR IGNORE INTO outbox_set_aside (message_id, reason) "
+    "SELECT message_id, ? FROM outbox WHERE message_id = ?"
+)
+_HOLD_LEASE = (
+    "INSERT INTO relay_lease (name, holder, expires_at) VALUES (?1, ?2, ?3) "
+    "ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, "
+    "expires_at = excluded.expires_at "
+    "WHERE relay_lease.holder = excluded.holder OR relay_lease.expires_at < ?4 "
+    "RETURNING holder"
+)
+
+
+def _write(conn: sqlite3.Connection, sql: str, rows: list[tuple[Any, ...]]) -> list[Any]:
+    """Run ``sql`` once per row in one write transaction; the rows it returned."""
+    returned: list[Any] = []
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for row in rows:
+            returned += conn.execute(sql, row).fetchall()
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return returned
 
 
 def _mark_published(conn: sqlite3.Connection, ids: list[str]) -> None:

@@ -1,0 +1,168 @@
+"""``croupier redrive``: re-publish parked messages to the feed once their cause is fixed.
+
+Takes up to ``--limit`` messages off ``croupier.dead-letter``. Those the broker dead-lettered
+(delivery limit, expiry, ...; the ledger records each as a ``feed.dead_lettered`` fact) are
+published to ``studio.feed`` again with their original routing key, body and message id,
+confirmed, then removed from the dead-letter queue. Croupier's own rejections stay parked
+(their verdict would not change) unless ``--all``. Idempotent: the service settles a
+message it has seen before as a no-op. ``--dry-run`` lists and changes nothing.
+``--results`` publishes the settlement results the relay set aside instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import aio_pika
+
+from croupier.bus import (
+    CODE_HEADER,
+    DEAD_LETTER_QUEUE,
+    FEED_EXCHANGE,
+    ORIGINAL_ROUTING_KEY_HEADER,
+)
+from croupier.bus.amqp import AmqpBus
+from croupier.config import settings
+from croupier.console import (
+    add_json_argument,
+    add_ledger_argument,
+    bounded_int,
+    ledger_at,
+    ledger_of,
+    print_json,
+)
+from croupier.errors import ExitCode, reaching
+from croupier.relay import outgoing
+
+
+@dataclass
+class Parked:
+    """One parked message as listed."""
+
+    message_id: str | None
+    routing_key: str
+    reason: str
+    action: str  # "redriven", "would redrive", "kept"
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``redrive`` sub-command."""
+    parser = subparsers.add_parser(
+        "redrive", help="re-publish parked messages to the feed", description=__doc__
+    )
+    parser.add_argument("--amqp", metavar="URL", help="the broker (default CROUPIER_AMQP_URL)")
+    add_ledger_argument(parser)
+    parser.add_argument(
+        "--limit", type=bounded_int(1, 1_000_000), default=10_000, help="messages at most"
+    )
+    parser.add_argument("--dry-run", action="store_true", help="list; change nothing")
+    parser.add_argument("--all", action="store_true", help="also Croupier's own rejections")
+    parser.add_argument(
+        "--results", action="store_true", help="publish the results the relay set aside"
+    )
+    add_json_argument(parser)
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Redrive and list what was done; 2 when the broker or ledger cannot be reached."""
+    broker = args.amqp or settings().amqp_url
+    with reaching(broker=broker):
+        if args.results:
+            listed = asyncio.run(_redrive_results(ledger_of(args), broker, args))
+        else:
+            listed = asyncio.run(_redrive(broker, args))
+    _print(listed, args.json)
+    return ExitCode.OK
+
+
+async def _redrive(url: str, args: argparse.Namespace) -> list[Parked]:
+    connection = await aio_pika.connect(url, timeout=30)
+    listed: list[Parked] = []
+    try:
+        taking = await connection.channel()
+        publishing = await connection.channel(publisher_confirms=True)
+        queue = await taking.get_queue(DEAD_LETTER_QUEUE)
+        feed = await publishing.get_exchange(FEED_EXCHANGE)
+        while len(listed) < args.limit:
+            message = await queue.get(no_ack=False, fail=False, timeout=10)
+            if message is None:
+                break
+            listed.append(await _one(message, feed, args))
+        await taking.close()  # what was not acknowledged goes back to the queue
+    finally:
+        await connection.close()
+    return listed
+
+
+async def _one(
+    message: aio_pika.abc.AbstractIncomingMessage,
+    feed: aio_pika.abc.AbstractExchange,
+    args: argparse.Namespace,
+) -> Parked:
+    headers = message.headers or {}
+    ours = CODE_HEADER in headers
+    deaths = headers.get("x-death")
+    death = deaths[0] if isinstance(deaths, list) and deaths and isinstance(deaths[0], dict) else {}
+    keys = death.get("routing-keys")
+    routing_key = str(
+        headers.get(ORIGINAL_ROUTING_KEY_HEADER)
+        or (keys[0] if isinstance(keys, list) and keys else "")
+        or message.routing_key
+        or ""
+    )
+    reason = str(headers.get(CODE_HEADER) if ours else headers.get("x-first-death-reason"))
+    parked = Parked(message.message_id, routing_key, reason, "kept")
+    if ours and not args.all:
+        return parked
+    if args.dry_run:
+        parked.action = "would redrive"
+        return parked
+    again = aio_pika.Message(
+        message.body,
+        message_id=message.message_id,
+        content_type=message.content_type or "application/json",
+        delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
+    )
+    await feed.publish(again, routing_key=routing_key)  # confirmed before the ack
+    await message.ack()
+    parked.action = "redriven"
+    return parked
+
+
+async def _redrive_results(
+    ledger_url: str, amqp_url: str, args: argparse.Namespace
+) -> list[Parked]:
+    listed: list[Parked] = []
+    async with ledger_at(ledger_url) as ledger:
+        aside = await ledger.set_aside_messages(args.limit)
+        listed = [Parked(m.message_id, m.routing_key, why, "would redrive") for m, why in aside]
+        if args.dry_run or not aside:
+            return listed
+        bus = AmqpBus(amqp_url)
+        await bus.connect_publisher()
+        try:
+            refused = {r.message_id: r for r in await bus.publish([outgoing(m) for m, _ in aside])}
+        finally:
+            await bus.close()
+        await ledger.mark_published([m.message_id for m, _ in aside if m.message_id not in refused])
+        for parked in listed:
+            refusal = refused.get(parked.message_id or "")
+            parked.action = "kept" if refusal else "redriven"
+            if refusal:
+                parked.reason = f"{refusal.kind}: {refusal.reason}"
+    return listed
+
+
+def _print(listed: list[Parked], as_json: bool) -> None:
+    counts = {action: sum(p.action == action for p in listed) for action in ("redriven", "kept")}
+    counts["would redrive"] = sum(p.action == "would redrive" for p in listed)
+    if as_json:
+        print_json({"counts": counts, "messages": [asdict(p) for p in listed]})
+        return
+    for p in listed:
+        print(f"{p.action:<14} {p.message_id or '-':<40} {p.routing_key:<40} {p.reason}")
+    print(", ".join(f"{n} {action}" for action, n in counts.items()))

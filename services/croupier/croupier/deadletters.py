@@ -1,0 +1,136 @@
+"""Dead letters through the outbox: a rejection and its dead letter commit together.
+
+A rejected feed message is recorded in the ledger, and in the same transaction an outbox
+message to ``croupier.dead-letter`` carries its bytes, original routing key and message id,
+code and reason. The relay publishes it like a settlement result, with confirms, and marks
+it published; a crash between commit and publish, or a publishing channel that is down,
+only delays it. Its outbox id is derived from the rejection fact and the delivery, so a
+redelivered message that is rejected again writes nothing new: each rejection recorded in
+the ledger is dead-lettered once (at least once on the wire, with the same message id).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from collections.abc import Mapping
+from typing import Any, Final
+
+from pydantic_core import from_json
+
+from croupier.bus import (
+    CODE_HEADER,
+    DEAD_LETTER_EXCHANGE,
+    ORIGINAL_ROUTING_KEY_HEADER,
+    REASON_HEADER,
+    Outgoing,
+    Parked,
+)
+from croupier.codes import BROKER_REASONS, RejectionCode
+from croupier.ledger import Ledger, NewEvent, OutboxMessage, PendingMessage, StreamAppend
+
+#: The ledger stream and fact type of what the broker itself dead-lettered.
+DEAD_LETTERS_STREAM: Final = "dead-letters"
+DEAD_LETTERED: Final = "feed.dead_lettered"
+
+ORIGINAL_ROUTING_KEY: Final = ORIGINAL_ROUTING_KEY_HEADER
+#: The dead-letter reason header is cut here (AMQP headers share one frame with the rest).
+MAX_REASON_HEADER: Final = 4000
+#: How much of a dead-lettered message the ledger keeps.
+MAX_KEPT_BYTES: Final = 64 * 1024
+
+
+def dead_letter(
+    fact_key: str,
+    body: bytes,
+    routing_key: str,
+    message_id: str | None,
+    code: str,
+    reason: str,
+) -> OutboxMessage:
+    """The outbox message that dead-letters ``body``, rejected as ledger fact ``fact_key``."""
+    delivery = f"{fact_key}\x00{routing_key}\x00{message_id or ''}".encode()
+    outbox_id = "dead-letter:" + hashlib.sha256(delivery).hexdigest()[:40]
+    letter: dict[str, Any] = {
+        "fact": fact_key,
+        "routing_key": routing_key,
+        "message_id": message_id,
+        "code": code,
+        "reason": reason,
+    }
+    try:
+        letter["text"] = body.decode("utf-8")
+    except UnicodeDecodeError:
+        letter["base64"] = base64.b64encode(body).decode("ascii")
+    return OutboxMessage(
+        outbox_id, DEAD_LETTER_EXCHANGE, routing_key or "unknown", letter, fact_key
+    )
+
+
+def outgoing(message: PendingMessage) -> Outgoing:
+    """What the relay publishes for a pending dead letter: the original bytes, with why."""
+    letter: Mapping[str, Any] = message.body
+    text = letter.get("text")
+    raw = text.encode("utf-8") if isinstance(text, str) else base64.b64decode(letter["base64"])
+    headers = {
+        CODE_HEADER: str(letter["code"]),
+        REASON_HEADER: str(letter["reason"])[:MAX_REASON_HEADER],
+        ORIGINAL_ROUTING_KEY: str(letter["routing_key"]),
+    }
+    return Outgoing(
+        message.message_id,
+        message.routing_key,
+        letter,
+        exchange=message.exchange,
+        raw=raw,
+        headers=headers,
+        amqp_message_id=letter.get("message_id") or "",
+    )
+
+
+def broker_fact(parked: Parked) -> NewEvent:
+    """The ledger fact of a message the broker dead-lettered: its bytes, where and why.
+
+    Keyed by where, why and how often it died, then the body's SHA-256: the same copy
+    recorded twice is one fact, and a message dead-lettered again after a redrive is another.
+    """
+    reason = parked.reason or "unknown"
+    code = BROKER_REASONS.get(reason, RejectionCode.BROKER_REJECTED)
+    digest = hashlib.sha256(parked.body).hexdigest()
+    where = "\x00".join((parked.message_id or "", parked.queue, reason))
+    place = hashlib.sha256(where.encode()).hexdigest()[:16]
+    data = {
+        "raw": parked.body[:MAX_KEPT_BYTES].decode("utf-8", errors="replace"),
+        "size": len(parked.body),
+        "sha256": digest,
+        "event_id": _event_id(parked.body),
+        "routing_key": parked.routing_key,
+        "message_id": parked.message_id,
+        "queue": parked.queue,
+        "count": parked.count,
+        "code": code,
+        "reason": (
+            f"the broker dead-lettered it from {parked.queue or 'a queue'} ({reason}, "
+            f"death {parked.count}); re-publish it with `croupier redrive` once the cause "
+            "is fixed"
+        ),
+    }
+    return NewEvent(DEAD_LETTERED, data, f"dead-lettered:{place}:{parked.count}:{digest}")
+
+
+def _event_id(body: bytes) -> str | None:
+    """The body's ``event_id`` when it is a feed event's (parsed with the bounded parser)."""
+    try:
+        data = from_json(body)
+    except ValueError:
+        return None
+    event_id = data.get("event_id") if isinstance(data, dict) else None
+    return event_id if isinstance(event_id, str) and len(event_id) <= 64 else None
+
+
+async def record_parked(ledger: Ledger, batch: list[Parked]) -> list[NewEvent]:
+    """Record what the broker dead-lettered (Croupier's own letters are recorded already)."""
+    facts = list({f.key: f for f in (broker_fact(p) for p in batch if p.reason)}.values())
+    if facts:
+        await ledger.append([StreamAppend(DEAD_LETTERS_STREAM, None, [f]) for f in facts])
+    return facts

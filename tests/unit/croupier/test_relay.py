@@ -1,0 +1,152 @@
+"""The outbox relay on the embedded ledger and the in-process bus.
+
+A result the broker refuses is set aside, counted once and never blocks the ones after it;
+only the lease holder publishes, and another relay takes over when the holder stops
+renewing; rejections recorded in the ledger reach the dead-letter exchange exactly once,
+even when the process stops between the commit and the publish.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from croupier_feeds import RoundFeed, line
+
+from croupier.bus import CODE_HEADER, REASON_HEADER, Outgoing
+from croupier.bus.memory import MemoryBus
+from croupier.deadletters import ORIGINAL_ROUTING_KEY
+from croupier.ledger import Ledger, open_ledger
+from croupier.metrics import Metrics
+from croupier.relay import OutboxRelay
+from croupier.settler import Inbound, Settler, message_id
+
+
+@pytest.fixture
+async def ledger(tmp_path: Path) -> AsyncIterator[Ledger]:
+    async with open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}") as opened:
+        await opened.migrate()
+        yield opened
+
+
+def a_round(table: str, player: str = "p1", *, wrong_call: bool = False) -> list[bytes]:
+    f = RoundFeed(table_id=table)
+    events = [
+        f.opened(),
+        f.bet("a1", player=player),
+        f.hole("As Ad"),
+        f.cards("dealer", "9c 9d"),
+        f.cards("board", "Ah 7c 2d"),
+    ]
+    if wrong_call:
+        events.append(f.decide("a1", "flop", "call", "c0", 300))
+    events += [f.decide("a1", "flop", "call", "c1", 200), f.cards("board", "Ks 4h"), f.completed()]
+    return [line(e).encode() for e in events]
+
+
+def deliveries(bodies: list[bytes], first: int = 1) -> list[Inbound]:
+    return [Inbound(b, n, "t.feed", f"m{n}") for n, b in enumerate(bodies, first)]
+
+
+def counter(metrics: Metrics, name: str, **labels: str) -> float:
+    return metrics.registry.get_sample_value(name, labels or None) or 0.0
+
+
+async def test_a_refused_result_is_set_aside_counted_once_and_blocks_nothing(
+    ledger: Ledger,
+) -> None:
+    bus, metrics = MemoryBus(), Metrics()
+    received: list[Outgoing] = []
+    bus.subscribe("EUR.bound-1", received.append)
+    settler = Settler(ledger)
+    await settler.handle(deliveries(a_round("t1", "unbound")))
+    await settler.handle(deliveries(a_round("t2", "bound-1"), 100))
+    relay = OutboxRelay(ledger, bus, metrics, batch=1)  # one per page: the first blocks none
+
+    for _ in range(5):
+        await relay.relay_once()
+
+    assert [m.message_id for m in received] == [message_id("t2", "r1", "bound-1", "EUR")]
+    assert counter(metrics, "croupier_results_unroutable_total") == 1
+    assert counter(metrics, "croupier_results_set_aside_total", kind="unroutable") == 1
+    assert await ledger.pending_outbox() == []
+    ((aside, why),) = await ledger.set_aside_messages()
+    assert aside.message_id == message_id("t1", "r1", "unbound", "EUR")
+    assert why.startswith("unroutable: no queue is bound for routing key 'EUR.unbound'")
+
+
+async def test_only_the_lease_holder_relays_and_another_takes_over(ledger: Ledger) -> None:
+    bus = MemoryBus()
+    received: list[Outgoing] = []
+    bus.subscribe("#", received.append)
+    one = OutboxRelay(ledger, bus, Metrics(), lease_seconds=0.6, idle=0.05)
+    two = OutboxRelay(ledger, bus, Metrics(), lease_seconds=0.6, idle=0.05)
+    settler = Settler(ledger)
+    tasks = [asyncio.create_task(one.run()), asyncio.create_task(two.run())]
+    try:
+        for n in range(5):
+            await settler.handle(deliveries(a_round(f"t{n}"), 100 * n))
+            one.wake()
+            two.wake()
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.3)
+        assert (one.active, two.active) == (True, False)
+        one.stop()
+        await tasks[0]
+        await settler.handle(deliveries(a_round("t-late"), 1000))
+        await asyncio.sleep(1.2)  # the lease expires; the standby takes it
+        assert two.active
+    finally:
+        two.stop()
+        await asyncio.gather(*tasks)
+    ids = [m.message_id for m in received]
+    assert len(ids) == len(set(ids)) == 6  # each result once, the late one included
+
+
+async def test_a_rejection_is_dead_lettered_once_across_a_crash_before_publishing(
+    ledger: Ledger,
+) -> None:
+    bodies = a_round("t-dl", wrong_call=True)
+    batch = [*deliveries(bodies[:5]), Inbound(b"{torn", 50, "t-dl.bet.placed", "torn-1")]
+    batch += deliveries(bodies[5:], 6)
+    await Settler(ledger, dead_letters=True).handle(batch)
+    # The process dies here: committed, nothing published. The broker redelivers the batch
+    # to a fresh process, where it is a duplicate; the relay then publishes what is pending.
+    again = await Settler(ledger, dead_letters=True).handle(batch)
+    bus, metrics = MemoryBus(), Metrics()
+    bus.subscribe("#", lambda _: None)
+    relay = OutboxRelay(ledger, bus, metrics)
+    await relay.relay_once()
+    await relay.relay_once()
+
+    assert {h.verdict for h in again.handled} == {"duplicate", "rejected"}
+    letters = {m.amqp_message_id: m for m in bus.dead_letters}
+    assert sorted(letters) == ["m6", "torn-1"]
+    assert len(bus.dead_letters) == 2
+    torn, wrong = letters["torn-1"], letters["m6"]
+    assert torn.raw == b"{torn" and torn.routing_key == "t-dl.bet.placed"
+    assert torn.headers is not None and torn.headers[CODE_HEADER] == "not_json"
+    assert wrong.raw == bodies[5]
+    assert wrong.headers is not None and wrong.headers[CODE_HEADER] == "wrong_wager_size"
+    assert "exactly" in wrong.headers[REASON_HEADER]
+    assert wrong.headers[ORIGINAL_ROUTING_KEY] == "t.feed"
+    assert counter(metrics, "croupier_dead_lettered_total", code="not_json") == 1
+    assert counter(metrics, "croupier_dead_lettered_total", code="wrong_wager_size") == 1
+    assert counter(metrics, "croupier_results_published_total") == 1
+
+
+async def test_an_event_held_then_rejected_is_dead_lettered_as_recorded(ledger: Ledger) -> None:
+    f = RoundFeed(table_id="t-held")
+    opened, bet = f.opened(), f.bet("a1", amount=10**9)  # outside the table's limits
+    settler = Settler(ledger, dead_letters=True)
+    await settler.handle(deliveries([line(bet).encode()]))  # seq 2 first: held
+    await settler.handle(deliveries([line(opened).encode()], 2))  # releases it: rejected
+    bus = MemoryBus()
+    await OutboxRelay(ledger, bus, Metrics()).relay_once()
+
+    (letter,) = bus.dead_letters
+    assert letter.amqp_message_id == bet["event_id"]
+    assert letter.routing_key == "t-held.bet.placed"
+    assert letter.headers is not None and letter.headers[CODE_HEADER] == "stake_limits"
