@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Final
 
-from holdem.paytable import PLAY_WAGERS, Spot
+from holdem.paytable import Spot
 
 
 class Outcome(StrEnum):
@@ -139,29 +138,3 @@ def result(wager: Wager, returned: int, outcome: Outcome, line: str | None = Non
     return BetResult(
         wager.bet_id, wager.player, wager.box, wager.spot, wager.amount, returned, outcome, line
     )
-
-
-_BET_SPOTS: Final = {Stage.PREFLOP: Spot.CALL, Stage.FLOP: Spot.FLOP_BET, Stage.TURN: Spot.TURN_BET}
-#: The spots of play wagers: the wagers decisions make, not bets placed before the deal.
-PLAY_SPOTS: Final = frozenset(PLAY_WAGERS)
-
-
-def play_spot(stage: Stage, action: Action) -> Spot | None:
-    """The spot of the play wager a decision makes: a call, or a bet at the flop or turn."""
-    if action is Action.CALL:
-        return Spot.CALL
-    return _BET_SPOTS[stage] if action is Action.BET else None
-
-
-def play_wagers(decisions: Sequence[Decision], antes: Mapping[str, Wager]) -> list[Wager]:
-    """The play wagers the decisions created (calls and bets), tied to their ante's player."""
-    wagers = []
-    for d in decisions:
-        spot = play_spot(d.stage, d.action)
-        if spot is None:
-            continue
-        ante = antes.get(d.ante_bet_id)
-        if ante is None or d.bet_id is None or d.amount is None:
-            raise SettlementError(f"play wager {d.bet_id!r} has no ante {d.ante_bet_id!r}")
-        wagers.append(Wager(d.bet_id, ante.player, ante.box, spot, d.amount))
-    return wagers

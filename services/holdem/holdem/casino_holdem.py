@@ -19,7 +19,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from holdem.bets import (
-    Action,
     BetResult,
     Deal,
     Decision,
@@ -29,11 +28,11 @@ from holdem.bets import (
     SettlementError,
     Wager,
     paid,
-    play_wagers,
     result,
 )
 from holdem.evaluator import Category, HandValue, evaluate
-from holdem.paytable import PayTable, Spot
+from holdem.paytable import Game, PayTable, Spot
+from holdem.schedule import folded_antes, play_wagers
 
 CATEGORY_LINE: Mapping[Category, str] = {c: c.name.lower() for c in Category}
 DEALER_DOES_NOT_QUALIFY = "dealer_does_not_qualify"
@@ -70,7 +69,7 @@ def settle(
 ) -> Settlement:
     """Settle one Casino Hold'em round. ``meter`` is the jackpot meter before the round."""
     antes = {w.bet_id: w for w in wagers if w.spot is Spot.ANTE}
-    called = {d.ante_bet_id for d in decisions if d.action is Action.CALL}
+    folded = folded_antes(Game.CASINO_HOLDEM, antes, decisions)
     ante_of = {(w.player, w.box): w for w in antes.values()}
     dealer = evaluate(deal.dealer + deal.board)
     hands = {box: evaluate(hole + deal.board) for box, hole in deal.boxes.items()}
@@ -82,7 +81,7 @@ def settle(
         ante = antes.get(wager.bet_id) or ante_of.get((wager.player, wager.box))
         if ante is None or wager.box not in hands:
             raise SettlementError(f"bet {wager.bet_id!r} has no ante or no hand on its box")
-        if ante.bet_id not in called:
+        if ante.bet_id in folded:
             results[wager.bet_id] = result(wager, 0, Outcome.FOLD)
         elif wager.spot is Spot.JACKPOT and _meter_line(table, fives[wager.box]):
             jackpot_winners.append((wager, _meter_line(table, fives[wager.box]) or ""))

@@ -14,11 +14,11 @@ from holdem.bets import (
     Settlement,
     SettlementError,
     Wager,
-    play_wagers,
     result,
 )
 from holdem.cards import DECK
 from holdem.paytable import Game, PayTable, Spot
+from holdem.schedule import play_wagers
 
 _RULES = {
     Game.CASINO_HOLDEM: casino_holdem.settle,

@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from holdem.bets import (
-    Action,
     BetResult,
     Deal,
     Decision,
@@ -24,13 +23,13 @@ from holdem.bets import (
     SettlementError,
     Wager,
     paid,
-    play_wagers,
     result,
 )
 from holdem.cards import rank_of, suit_of
 from holdem.casino_holdem import CATEGORY_LINE
 from holdem.evaluator import HandValue, evaluate
-from holdem.paytable import PayTable, Spot
+from holdem.paytable import Game, PayTable, Spot
+from holdem.schedule import folded_antes, play_wagers
 
 _ACE, _KING, _QUEEN, _JACK, _TEN = 14, 13, 12, 11, 10
 
@@ -64,8 +63,7 @@ def settle(
         raise SettlementError("Texas Hold'em Plus has no jackpot meter")
     antes = {w.bet_id: w for w in wagers if w.spot is Spot.ANTE}
     ante_of = {(w.player, w.box): w for w in antes.values()}
-    folded = {d.ante_bet_id for d in decisions if d.action is Action.FOLD}
-    folded |= set(antes) - {d.ante_bet_id for d in decisions if d.action is Action.CALL}
+    folded = folded_antes(Game.TEXAS_HOLDEM_PLUS, antes, decisions)
     house = evaluate(deal.dealer + deal.board)
     hands = {box: evaluate(hole + deal.board) for box, hole in deal.boxes.items()}
     results: list[BetResult] = []

@@ -39,7 +39,8 @@ from croupier.history.models import (
 from croupier.history.viewer import Grant, Viewer
 from croupier.ledger import RecordedEvent
 from croupier.round import ACCEPTED, HELD, REJECTED, SETTLED, VOIDED
-from holdem import PayTable, PayTableError, Spot, load_paytable
+from holdem import Action, PayTable, PayTableError, Spot, Stage, load_paytable
+from holdem.schedule import play_spot
 
 #: A round's stream holds at most this many facts that recall will fold (a limit on work).
 MAX_FACTS: Final = 100_000
@@ -249,13 +250,14 @@ class _Fold:
         )
         self.decisions.append(decision)
         if decision.bet_id is not None and decision.amount is not None:
-            spot = _PLAY_SPOTS.get((decision.stage, decision.action), decision.action)
+            spot = play_spot(Stage(decision.stage), Action(decision.action))
+            assert spot is not None, "an accepted call or bet makes a play wager"
             self._add_wager(
                 Wager(
                     bet_id=decision.bet_id,
                     player_id=ante.player_id,
                     box=ante.box,
-                    spot=spot,
+                    spot=str(spot),
                     amount=decision.amount,
                     currency=ante.currency,
                     placed_by="decision",
@@ -325,14 +327,6 @@ class _Fold:
             timeline=self.timeline,
             verification=_verification(self.table_id, self.round_id, facts),
         )
-
-
-_PLAY_SPOTS: Final = {
-    ("flop", "call"): str(Spot.CALL),
-    ("preflop", "call"): str(Spot.CALL),
-    ("flop", "bet"): str(Spot.FLOP_BET),
-    ("turn", "bet"): str(Spot.TURN_BET),
-}
 
 
 @dataclass(frozen=True, slots=True)
