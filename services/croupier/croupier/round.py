@@ -46,8 +46,15 @@ from croupier.contract import (
     parse_event,
 )
 from croupier.ledger.chain import canonical_json
-from holdem import Action, Game, PayTable, Spot, Stage
-from holdem.bets import PLAY_SPOTS, play_spot
+from holdem import PayTable, Spot, Stage
+from holdem.schedule import (
+    PLAY_SPOTS,
+    DecisionStage,
+    decision_stage,
+    folds_before,
+    play_spot,
+    schedule,
+)
 
 # Fact types recorded in a round's ledger stream.
 ACCEPTED: Final = "feed.accepted"
@@ -141,16 +148,7 @@ def stream_name(table_id: str, round_id: str) -> str:
     return f"round:{table_id}:{round_id}"
 
 
-_STAGES: Final = {
-    Game.CASINO_HOLDEM: {Stage.FLOP: (3, {Action.CALL, Action.FOLD})},
-    Game.TEXAS_HOLDEM_PLUS: {
-        Stage.PREFLOP: (0, {Action.CALL, Action.FOLD}),
-        Stage.FLOP: (3, {Action.BET, Action.CHECK, Action.FOLD}),
-        Stage.TURN: (4, {Action.BET, Action.CHECK, Action.FOLD}),
-    },
-}
 _SIDE_BETS: Final = frozenset({Spot.AA_BONUS, Spot.JACKPOT, Spot.PLUS})
-_STAGE_ORDER: Final = (Stage.PREFLOP, Stage.FLOP, Stage.TURN)
 
 
 @dataclass
@@ -396,17 +394,18 @@ class Round:
                 RejectionCode.UNKNOWN_ANTE, f"decision for unknown ante {move.ante_bet_id}"
             )
         stage, action = move.stage, move.action
-        board_size, actions = self._stage_rules(stage)
+        rules = self._stage_rules(stage)
+        board_size = rules.board_before
         if len(self.board) != board_size or len(self.hole.get(ante.box, ())) != 2:
             raise Rejection(
                 RejectionCode.WRONG_STAGE,
                 f"a {stage} decision must come after the {ante.box} hole cards with "
                 f"{board_size} board cards; the board has {len(self.board)}",
             )
-        if action not in actions:
+        if action not in rules.actions:
             raise Rejection(
                 RejectionCode.WRONG_ACTION,
-                f"{action} is not a {stage} action; allowed: {sorted(actions)}",
+                f"{action} is not a {stage} action; allowed: {sorted(rules.actions)}",
             )
         if (ante.bet_id, stage) in self.decisions:
             raise Rejection(
@@ -416,13 +415,13 @@ class Round:
             raise Rejection(
                 RejectionCode.AFTER_FOLD, f"ante {ante.bet_id} has folded (or did not call in time)"
             )
-        if action in (Action.CALL, Action.BET):
-            self._check_play_wager(move.bet_id, move.amount, ante, action)
+        if action is rules.wager_action:
+            self._check_play_wager(move.bet_id, move.amount, ante, rules)
 
     def _check_play_wager(
-        self, bet_id: str | None, amount: int | None, ante: PlacedBet, action: Action
+        self, bet_id: str | None, amount: int | None, ante: PlacedBet, rules: DecisionStage
     ) -> None:
-        size = 2 if action is Action.CALL else 1
+        action, size = rules.wager_action, rules.multiple
         if amount != size * ante.amount:
             raise Rejection(
                 RejectionCode.WRONG_WAGER_SIZE,
@@ -586,8 +585,8 @@ class Round:
             return self.board, 5, "the board"
         return [], 52, "the burn pile"
 
-    def _stage_rules(self, stage: Stage) -> tuple[int, set[Action]]:
-        rules = _STAGES[self._table.game].get(stage)
+    def _stage_rules(self, stage: Stage) -> DecisionStage:
+        rules = decision_stage(self._table.game, stage)
         if rules is None:
             raise Rejection(
                 RejectionCode.WRONG_STAGE, f"{self._table.game} has no {stage} decision"
@@ -595,16 +594,13 @@ class Round:
         return rules
 
     def _folded(self, ante_bet_id: str, stage: Stage) -> bool:
-        for earlier in _STAGE_ORDER:
-            if earlier is stage:
-                break
-            decided = self.decisions.get((ante_bet_id, earlier))
-            if decided is not None and decided.action is Action.FOLD:
-                return True
-        # Texas Hold'em Plus: no call before the flop is a fold (the timeout default).
-        needs_call = self._table.game is Game.TEXAS_HOLDEM_PLUS and stage is not Stage.PREFLOP
-        preflop = self.decisions.get((ante_bet_id, Stage.PREFLOP))
-        return needs_call and (preflop is None or preflop.action is not Action.CALL)
+        game = self._table.game
+        decided = {
+            s.stage: d.action
+            for s in schedule(game)
+            if (d := self.decisions.get((ante_bet_id, s.stage))) is not None
+        }
+        return folds_before(game, stage, decided)
 
 
 def _paytable_data(table: PayTable) -> dict[str, Any]:
