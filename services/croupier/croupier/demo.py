@@ -131,7 +131,7 @@ async def run_demo(rounds: int, seed: int | None, say: Say, *, embedded: bool = 
         await service.start(http_port=_free_port(chosen.http_port))
         say(f"metrics on http://127.0.0.1:{service.http_port}/metrics")
         url = chosen.database_url if live else EMBEDDED_LEDGER_URL
-        async with history_site(ledger, url, _free_port(chosen.web_port)) as site:
+        async with history_site(url, _free_port(chosen.web_port)) as site:
             player = _a_player(config)
             say(f"game history of {player}: {site.page_for(player)}")
             try:
