@@ -330,7 +330,7 @@ class AmqpBus(Bus):
         self._parked.put(message)
 
     async def next_parked(self, max_messages: int) -> list[Parked]:
-        return [_parked(m) for m in await self._parked.take(max_messages, 0.05)]
+        return [as_parked(m) for m in await self._parked.take(max_messages, 0.05)]
 
     async def finish_parked(self, batch: Sequence[Parked]) -> None:
         for parked in batch:
@@ -481,7 +481,7 @@ def _over_limits(message: Outgoing) -> str | None:
     return None
 
 
-def _parked(message: aio_pika.abc.AbstractIncomingMessage) -> Parked:
+def as_parked(message: aio_pika.abc.AbstractIncomingMessage) -> Parked:
     """A dead-letter copy: the broker's reason, or None when Croupier dead-lettered it."""
     headers = message.headers or {}
     deaths = headers.get("x-death")

@@ -22,9 +22,8 @@ from croupier.bus import (
     CODE_HEADER,
     DEAD_LETTER_QUEUE,
     FEED_EXCHANGE,
-    ORIGINAL_ROUTING_KEY_HEADER,
 )
-from croupier.bus.amqp import AmqpBus
+from croupier.bus.amqp import AmqpBus, as_parked
 from croupier.config import settings
 from croupier.console import (
     add_json_argument,
@@ -39,7 +38,7 @@ from croupier.relay import outgoing
 
 
 @dataclass
-class Parked:
+class Listed:
     """One parked message as listed."""
 
     message_id: str | None
@@ -79,9 +78,9 @@ def run(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-async def _redrive(url: str, args: argparse.Namespace) -> list[Parked]:
+async def _redrive(url: str, args: argparse.Namespace) -> list[Listed]:
     connection = await aio_pika.connect(url, timeout=30)
-    listed: list[Parked] = []
+    listed: list[Listed] = []
     try:
         taking = await connection.channel()
         publishing = await connection.channel(publisher_confirms=True)
@@ -102,25 +101,17 @@ async def _one(
     message: aio_pika.abc.AbstractIncomingMessage,
     feed: aio_pika.abc.AbstractExchange,
     args: argparse.Namespace,
-) -> Parked:
-    headers = message.headers or {}
-    ours = CODE_HEADER in headers
-    deaths = headers.get("x-death")
-    death = deaths[0] if isinstance(deaths, list) and deaths and isinstance(deaths[0], dict) else {}
-    keys = death.get("routing-keys")
-    routing_key = str(
-        headers.get(ORIGINAL_ROUTING_KEY_HEADER)
-        or (keys[0] if isinstance(keys, list) and keys else "")
-        or message.routing_key
-        or ""
-    )
-    reason = str(headers.get(CODE_HEADER) if ours else headers.get("x-first-death-reason"))
-    parked = Parked(message.message_id, routing_key, reason, "kept")
+) -> Listed:
+    copy = as_parked(message)
+    ours = copy.reason is None  # Croupier dead-lettered it: the ledger has it already
+    reason = str((message.headers or {}).get(CODE_HEADER)) if ours else str(copy.reason)
+    routing_key = copy.routing_key
+    listed = Listed(message.message_id, routing_key, reason, "kept")
     if ours and not args.all:
-        return parked
+        return listed
     if args.dry_run:
-        parked.action = "would redrive"
-        return parked
+        listed.action = "would redrive"
+        return listed
     again = aio_pika.Message(
         message.body,
         message_id=message.message_id,
@@ -129,17 +120,17 @@ async def _one(
     )
     await feed.publish(again, routing_key=routing_key)  # confirmed before the ack
     await message.ack()
-    parked.action = "redriven"
-    return parked
+    listed.action = "redriven"
+    return listed
 
 
 async def _redrive_results(
     ledger_url: str, amqp_url: str, args: argparse.Namespace
-) -> list[Parked]:
-    listed: list[Parked] = []
+) -> list[Listed]:
+    listed: list[Listed] = []
     async with ledger_at(ledger_url) as ledger:
         aside = await ledger.set_aside_messages(args.limit)
-        listed = [Parked(m.message_id, m.routing_key, why, "would redrive") for m, why in aside]
+        listed = [Listed(m.message_id, m.routing_key, why, "would redrive") for m, why in aside]
         if args.dry_run or not aside:
             return listed
         bus = AmqpBus(amqp_url)
@@ -149,15 +140,15 @@ async def _redrive_results(
         finally:
             await bus.close()
         await ledger.mark_published([m.message_id for m, _ in aside if m.message_id not in refused])
-        for parked in listed:
-            refusal = refused.get(parked.message_id or "")
-            parked.action = "kept" if refusal else "redriven"
+        for entry in listed:
+            refusal = refused.get(entry.message_id or "")
+            entry.action = "kept" if refusal else "redriven"
             if refusal:
-                parked.reason = f"{refusal.kind}: {refusal.reason}"
+                entry.reason = f"{refusal.kind}: {refusal.reason}"
     return listed
 
 
-def _print(listed: list[Parked], as_json: bool) -> None:
+def _print(listed: list[Listed], as_json: bool) -> None:
     counts = {action: sum(p.action == action for p in listed) for action in ("redriven", "kept")}
     counts["would redrive"] = sum(p.action == "would redrive" for p in listed)
     if as_json:
