@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from croupier.bus import DEAD_LETTER_EXCHANGE, UNROUTABLE, Inbox, Outgoing
+from croupier.bus import UNROUTABLE, Inbox, Outgoing
 from croupier.bus.memory import MemoryBus, topic_matches
 
 
@@ -69,13 +69,6 @@ async def test_the_memory_bus_keeps_deliveries_unacked_until_finished() -> None:
     assert set(bus.unacked) == {d.tag for d in batch}
     await bus.finish_batch(batch)
     assert bus.unacked == {}
-
-
-async def test_the_memory_bus_keeps_dead_letters_it_is_given() -> None:
-    bus = MemoryBus()
-    letter = Outgoing("dl1", "t1.bet.placed", {}, exchange=DEAD_LETTER_EXCHANGE, raw=b"{")
-    assert await bus.publish([letter]) == []
-    assert bus.dead_letters == [letter]
 
 
 async def test_the_memory_bus_refuses_results_nobody_binds() -> None:

@@ -2,7 +2,8 @@
 
 Two adapters implement it: :mod:`croupier.bus.amqp` (RabbitMQ, the live default) and
 :mod:`croupier.bus.memory` (in-process, the embedded default), so the demo and the tests run
-the very consumer and relay code the service runs.
+the very consumer and relay code the service runs. Both pass one test suite
+(``tests/bus_suite.py``): order, batching, routing, refusals and dead-letter headers.
 
 Topology (declared by the service at start, mirrored in contracts/asyncapi.yaml):
 ``studio.feed`` topic exchange -> ``croupier.feed`` durable quorum queue (single active
@@ -149,6 +150,22 @@ class Outgoing:
     raw: bytes | None = None
     headers: Mapping[str, str] | None = None
     amqp_message_id: str | None = None
+
+
+#: AMQP short strings (routing keys, message ids) are at most this many bytes.
+SHORTSTR_MAX: Final = 255
+
+
+def unframeable(message: Outgoing) -> str | None:
+    """Why ``message`` cannot be framed at all (a short string over AMQP's limit), or None."""
+    for name, value in (
+        ("routing key", message.routing_key),
+        ("message_id", message.amqp_message_id or message.message_id),
+    ):
+        size = len(value.encode("utf-8", "surrogatepass"))
+        if size > SHORTSTR_MAX:
+            return f"{name} of {size} bytes; AMQP allows at most {SHORTSTR_MAX}: {value[:40]!r}..."
+    return None
 
 
 class FeedSource(ABC):

@@ -42,6 +42,7 @@ from croupier.bus import (
     NACKED,
     ORIGINAL_ROUTING_KEY_HEADER,
     SETTLEMENTS_EXCHANGE,
+    SHORTSTR_MAX,
     TOO_LONG,
     UNROUTABLE,
     Bus,
@@ -51,6 +52,7 @@ from croupier.bus import (
     Outgoing,
     Parked,
     Refused,
+    unframeable,
 )
 from croupier.urls import mask_url
 
@@ -122,9 +124,6 @@ _JSON = bytes([len(JSON)]) + JSON.encode() + bytes([PERSISTENT])
 
 def _frame(kind: int, channel: int, payload: bytes) -> bytes:
     return b"".join((_FRAME_HEAD.pack(kind, channel, len(payload)), payload, _FRAME_END))
-
-
-SHORTSTR_MAX: Final = 255
 
 
 def _shortstr(value: str) -> bytes:
@@ -375,7 +374,7 @@ class AmqpBus(Bus):
         refused: list[Refused] = []
         sendable: list[Outgoing] = []
         for message in messages:
-            too_long = _over_limits(message)
+            too_long = unframeable(message)
             if too_long:
                 refused.append(Refused(message.message_id, TOO_LONG, too_long))
             else:
@@ -467,18 +466,6 @@ def _publication(message: Outgoing) -> Publication:
     return Publication(
         message.exchange, message.routing_key, message.raw, amqp_id, headers, mandatory=True
     )
-
-
-def _over_limits(message: Outgoing) -> str | None:
-    """Why the message cannot be framed at all (AMQP short strings are at most 255 bytes)."""
-    for name, value in (
-        ("routing key", message.routing_key),
-        ("message_id", message.amqp_message_id or message.message_id),
-    ):
-        size = len(value.encode("utf-8", "surrogatepass"))
-        if size > SHORTSTR_MAX:
-            return f"{name} of {size} bytes; AMQP allows at most {SHORTSTR_MAX}: {value[:40]!r}..."
-    return None
 
 
 def as_parked(message: aio_pika.abc.AbstractIncomingMessage) -> Parked:

@@ -6,12 +6,14 @@ from collections.abc import Callable, Sequence
 
 from croupier.bus import (
     DEAD_LETTER_EXCHANGE,
+    TOO_LONG,
     UNROUTABLE,
     Bus,
     Delivery,
     Inbox,
     Outgoing,
     Refused,
+    unframeable,
 )
 
 Subscriber = Callable[[Outgoing], None]
@@ -93,6 +95,10 @@ class MemoryBus(Bus):
     async def publish(self, messages: Sequence[Outgoing]) -> list[Refused]:
         refused = []
         for message in messages:
+            too_long = unframeable(message)
+            if too_long:
+                refused.append(Refused(message.message_id, TOO_LONG, too_long))
+                continue
             if message.exchange == DEAD_LETTER_EXCHANGE:
                 self.dead_letters.append(message)
                 continue
