@@ -660,5 +660,6 @@ def postings(
         if meter:
             lines.append(("jackpot", meter))
         lines.append(("house", staked - sum(players.values()) - meter))
+        assert sum(amount for _, amount in lines) == 0, f"{currency} postings must balance"
         out += [{"currency": currency, "account": a, "amount": v} for a, v in lines]
     return out

@@ -423,6 +423,8 @@ class Settler:
         for movement in fact.data["jackpot"]:
             key = meter_stream(fact.data["paytable"]["id"], movement["currency"])
             work.versions.setdefault(key, self._meters[key][1])
+            level = work.meters.get(key, self._meters[key][0])
+            assert movement["before"] == level, f"meter {key} moves on from {level}"
             work.meters[key] = movement["after"]
             moved = Fact(METER_MOVED, {**movement, "settlement": fact.key}, f"{fact.key}:{key}")
             work.add(key, moved)
