@@ -18,6 +18,7 @@ MODULES = (
     "bench.service",
     "bench.history",
     "bench.logs",
+    "bench.reconcile",
 )
 
 

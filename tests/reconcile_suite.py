@@ -16,6 +16,7 @@ import json
 import signal
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -31,6 +32,7 @@ from croupier.projection import open_store
 from croupier.reconcile import Reconciliation, Summary, as_dict, resolve_period
 from croupier.reconcile.wallet import BadRow, WalletRow, read_file
 from croupier.replay import replay
+from croupier.round import SETTLED, VOIDED
 from studio.config import Faults, StudioConfig, parse_table_specs
 from studio.feed import simulate
 from studio.message import FeedMessage
@@ -326,3 +328,65 @@ class ReconcileSuite:
         report = json.loads(done.stdout)
         assert report["discrepancies"] == found
         assert len(found) == 4
+
+
+class HoldSuite:
+    """``croupier report hold`` against the settlement facts; subclasses supply ``ledger_url``."""
+
+    @pytest.fixture
+    def ledger_url(self) -> str:
+        raise NotImplementedError
+
+    async def test_the_days_hold_is_the_ledgers_to_the_unit(
+        self, ledger_url: str, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        settled = await settle_feed(ledger_url, feed(rounds=60))
+        expected: dict[tuple[str, str, str], Counter[str]] = {}
+        async with open_ledger(ledger_url) as ledger:
+            after = 0
+            while page := await ledger.read_all(after, 1000):
+                after = page[-1].position
+                for fact in page:
+                    if fact.type not in (SETTLED, VOIDED):
+                        continue
+                    day = fact.recorded_at.astimezone(UTC).date().isoformat()
+                    game_day = fact.data["event"]["occurred_at"][:10]
+                    for line in fact.data["results"]:
+                        key = (day, fact.stream.split(":")[1], line["currency"])
+                        sums = expected.setdefault(key, Counter())
+                        if fact.type == VOIDED:
+                            sums["refunded"] += line["stake"]
+                        else:
+                            sums["wagered"] += line["stake"]
+                            sums["returned"] += line["returned"]
+                    for posting in fact.data["postings"]:
+                        if posting["account"] == "house":
+                            key = (day, fact.stream.split(":")[1], posting["currency"])
+                            expected[key]["hold"] += posting["amount"]
+                    for meter in fact.data["jackpot"]:
+                        key = (day, fact.stream.split(":")[1], meter["currency"])
+                        expected[key]["contributed"] += meter["contributed"]
+        assert settled.results
+        days = {day for day, _, _ in expected}
+        capsys.readouterr()
+        for day in days:
+            assert (
+                await cli(["report", "hold", "--day", day, "--ledger", ledger_url, "--json"]) == 0
+            )
+            report = json.loads(capsys.readouterr().out)
+            lines = report["by_settlement_time"]["lines"]
+            got = {
+                (day, line["table_id"], line["currency"]): Counter(
+                    {k: line[k] for k in ("wagered", "returned", "refunded", "contributed", "hold")}
+                )
+                for line in lines
+            }
+            mine = {k: +v for k, v in expected.items() if k[0] == day}
+            assert {k: +v for k, v in got.items()} == mine
+            assert report["rounds_with_other_game_day"] > 0  # the studio's clock is not today
+            assert report["by_game_time"]["lines"] == []
+        assert any(line["contributed"] for line in lines)  # the progressive table's meter
+        assert await cli(["report", "hold", "--day", game_day, "--ledger", ledger_url]) == 0
+        text = capsys.readouterr().out
+        assert "by game time" in text and "rc-3-progressive" in text
+        assert await cli(["report", "hold", "--day", "2024-13-01", "--ledger", ledger_url]) == 2

@@ -33,6 +33,7 @@ COMMANDS = (
     "rounds",
     "project",
     "reconcile",
+    "report",
     "par",
     "odds",
     "contracts",

@@ -10,6 +10,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 from reconcile_suite import (
+    HoldSuite,
     ReconcileSuite,
     cli,
     feed,
@@ -22,6 +23,12 @@ from reconcile_suite import (
 from studio.wallet import COLUMNS, WalletFaults
 
 pytestmark = pytest.mark.integration
+
+
+class TestPostgresHold(HoldSuite):
+    @pytest.fixture
+    def ledger_url(self, postgres_database: str) -> str:
+        return postgres_database
 
 
 class TestPostgresReconcile(ReconcileSuite):

@@ -5,7 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from reconcile_suite import ReconcileSuite
+from reconcile_suite import HoldSuite, ReconcileSuite
+
+
+class TestSqliteHold(HoldSuite):
+    @pytest.fixture
+    def ledger_url(self, tmp_path: Path) -> str:
+        return f"sqlite:///{tmp_path / 'ledger.db'}"
 
 
 class TestSqliteReconcile(ReconcileSuite):
