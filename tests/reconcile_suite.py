@@ -17,7 +17,6 @@ import signal
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,7 +29,7 @@ from croupier.cli import main
 from croupier.ledger import open_ledger
 from croupier.projection import open_store
 from croupier.reconcile import Reconciliation, Summary, as_dict, resolve_period
-from croupier.reconcile.wallet import BadRow, WalletRow, read_file
+from croupier.reconcile.wallet import file_chunks, read_file
 from croupier.replay import replay
 from croupier.round import SETTLED, VOIDED
 from studio.config import Faults, StudioConfig, parse_table_specs
@@ -115,11 +114,6 @@ def found_keys(discrepancies: list[dict[str, Any]]) -> set[tuple[str, str]]:
     return out
 
 
-async def rows_of(path: Path) -> AsyncIterator[WalletRow | BadRow]:
-    for row in read_file(path):
-        yield row
-
-
 async def reconcile(
     url: str, wallet: Path, positions: tuple[int, int] | None = None
 ) -> tuple[Summary, list[dict[str, Any]], list[tuple[str, str, int]]]:
@@ -128,7 +122,7 @@ async def reconcile(
         period = await resolve_period(ledger, head, positions=positions)
         async with open_store(ledger).session() as session:
             reconciliation = Reconciliation(session, Summary(period, 0))
-            summary = await reconciliation.run(rows_of(wallet))
+            summary = await reconciliation.run(file_chunks(wallet))
             found = [as_dict(d) async for d in reconciliation.discrepancies()]
             players = [p async for p in reconciliation.player_differences()]
     return summary, found, players

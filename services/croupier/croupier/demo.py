@@ -3,7 +3,9 @@
 On the local RabbitMQ and PostgreSQL when both answer (or as configured), else on the
 in-process bus and the embedded SQLite ledger: the same service code either way. A demo
 wallet takes every settlement result, deduplicating on ``message_id``, and the closing
-summary reconciles what it was paid against the ledger.
+summary reconciles what it was paid against the ledger. The wallet writes its transaction
+log (stakes debited, results credited, voids refunded; misbehaving on request), and the
+demo ends with ``croupier reconcile``'s summary of that log against its part of the ledger.
 
 The demo is also a smoke test: it exits 1 and lists the rounds when any round the ledger
 closed was not paid in full, when the wallets and the ledger disagree, or when a round stays
@@ -34,6 +36,10 @@ from croupier.config import EMBEDDED_LEDGER_URL, Settings, settings
 from croupier.errors import CommandError
 from croupier.history.site import history_site
 from croupier.ledger import Ledger, open_ledger
+from croupier.projection import open_store
+from croupier.reconcile import Reconciliation, Summary, resolve_period
+from croupier.reconcile.report import write_human
+from croupier.reconcile.wallet import file_chunks
 from croupier.round import SETTLED, VOIDED
 from croupier.service import Service
 from croupier.urls import host_port, mask_url
@@ -42,6 +48,7 @@ from studio.config import Faults, StudioConfig, parse_table_specs
 from studio.feed import simulate
 from studio.message import FeedMessage
 from studio.publisher import publish
+from studio.wallet import WalletFaults, WalletLog
 
 DEMO_TABLES = (
     "classic:shared=40",
@@ -51,6 +58,8 @@ DEMO_TABLES = (
 )
 Say = Callable[[str], None]
 RoundKey = tuple[str, str]  # (table_id, round_id)
+#: Where the demo's wallet writes its transaction log unless told otherwise.
+WALLET_LOGS = "var"
 #: Rounds listed in full at most; the count is always given.
 LISTED = 20
 
@@ -66,12 +75,15 @@ class Wallet:
     by_round: dict[RoundKey, Counter[str]] = field(default_factory=dict)
     duplicates: int = 0
     settled: asyncio.Event = field(default_factory=asyncio.Event)
+    log: WalletLog | None = None
 
     def credit(self, result: Outgoing) -> None:
         """Apply one result (a repeated ``message_id`` is ignored)."""
         table_id = str(result.body["table_id"])
         if not table_id.startswith(self.tables):
             return
+        if self.log is not None:
+            self.log.credit(result.body)
         if result.message_id in self.seen:
             self.duplicates += 1
             return
@@ -106,7 +118,15 @@ def reachable(url: str, default_port: int) -> bool:
         return False
 
 
-async def run_demo(rounds: int, seed: int | None, say: Say, *, embedded: bool = False) -> int:
+async def run_demo(
+    rounds: int,
+    seed: int | None,
+    say: Say,
+    *,
+    embedded: bool = False,
+    wallet_log: Path | None = None,
+    wallet_faults: WalletFaults | None = None,
+) -> int:
     """Play ``rounds`` rounds through the service; print progress and a summary."""
     chosen = settings()
     live = not embedded and _live_available(chosen)
@@ -123,7 +143,9 @@ async def run_demo(rounds: int, seed: int | None, say: Say, *, embedded: bool = 
     )
     messages = list(simulate(config))
     ledger, bus = await _infrastructure(live, chosen, say)
-    wallet = Wallet(f"demo-{run_id}-")
+    log_path = wallet_log or Path(WALLET_LOGS) / f"demo-{run_id}-wallet.csv"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    wallet = Wallet(f"demo-{run_id}-", log=WalletLog(log_path, wallet_faults, seed=config.seed))
     async with ledger:
         service = Service(ledger, bus)
         await ledger.migrate()
@@ -139,11 +161,51 @@ async def run_demo(rounds: int, seed: int | None, say: Say, *, embedded: bool = 
             finally:
                 await service.stop()
         totals, closed = await _ledger_totals(ledger, start, wallet.tables)
+        reconciled = await _reconcile(ledger, start, messages, wallet, log_path, say)
     say(_summary(totals, wallet))
     audit = Audit(dealt_rounds(messages), closed, wallet.by_round)
     for line in audit.report():
         say(line)
-    return 0 if audit.ok else 1
+    return 0 if audit.ok and reconciled else 1
+
+
+async def _reconcile(
+    ledger: Ledger,
+    start: int,
+    messages: list[FeedMessage],
+    wallet: Wallet,
+    path: Path,
+    say: Say,
+) -> bool:
+    """Write the stakes the game server debited, then reconcile the log: whether it matched.
+
+    A wager the service rejected is not debited (the game server refuses it), unless the
+    wallet misbehaves so on request.
+    """
+    assert wallet.log is not None
+    head = await Reconciliation.prepare_ledger(ledger)
+    store = open_store(ledger)
+    async with store.session() as session:
+        rows = await session.fetch(
+            "SELECT event_id FROM rejected_wagers WHERE position > ?", (start,)
+        )
+    rejected = {event_id for (event_id,) in rows}
+    for message in messages:
+        wallet.log.debit(message, rejected=message.event_id in rejected)
+    wallet.log.close()
+    say(f"\nwallet transaction log: {path}")
+    for planted in wallet.log.planted:
+        where = planted.message_id or "/".join(planted.wager or ())
+        say(f"  the wallet misbehaved on request: {planted.fault} ({where})")
+    period = await resolve_period(ledger, head, positions=(start + 1, head))
+    async with store.session() as session:
+        reconciliation = Reconciliation(session, Summary(period, 0))
+        summary = await reconciliation.run(file_chunks(path))
+        say(f"reconciliation (croupier reconcile --wallet {path} --positions {start + 1}:{head}):")
+        await write_human(
+            lambda line: say("  " + line), reconciliation, "the demo's ledger", str(path)
+        )
+    return summary.ok
 
 
 def _configured_but_down(chosen: Settings) -> CommandError:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+from pathlib import Path
 from typing import Any
 
 from croupier.demo import run_demo
+from studio.wallet import WalletFaults
 
 
 def register(subparsers: Any) -> None:
@@ -27,9 +29,39 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="use the in-process bus and SQLite even if a broker answers",
     )
+    parser.add_argument(
+        "--wallet-log",
+        type=Path,
+        help="where the wallet writes its transaction log (.csv or .jsonl; "
+        "default var/demo-RUN-wallet.csv)",
+    )
+    parser.add_argument(
+        "--wallet-faults",
+        type=_faults,
+        default=None,
+        metavar="NAME=COUNT,...",
+        help="make the wallet misbehave: drop_credit, double_credit, change_amount, "
+        "wrong_currency, unknown_credit, debit_rejected, drop_debit",
+    )
     parser.set_defaults(run=run)
+
+
+def _faults(text: str) -> WalletFaults:
+    try:
+        return WalletFaults.parse(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the demo."""
-    return asyncio.run(run_demo(args.rounds, args.seed, print, embedded=args.embedded))
+    return asyncio.run(
+        run_demo(
+            args.rounds,
+            args.seed,
+            print,
+            embedded=args.embedded,
+            wallet_log=args.wallet_log,
+            wallet_faults=args.wallet_faults,
+        )
+    )

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,7 @@ from croupier.reconcile.wallet import (
     BadRow,
     WalletFormatError,
     WalletRow,
-    read_file,
+    file_chunks,
     read_postgres,
 )
 from croupier.urls import mask_url
@@ -109,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
     return ExitCode.OK if summary.ok else ExitCode.FINDING
 
 
-def _wallet_rows(args: argparse.Namespace) -> AsyncIterator[WalletRow | BadRow]:
+def _wallet_rows(args: argparse.Namespace) -> AsyncIterator[list[WalletRow | BadRow]]:
     if args.wallet.startswith(("postgresql://", "postgres://")):
         table = args.wallet_table or (None if args.wallet_query else "wallet_transactions")
         return read_postgres(args.wallet, table=table, query=args.wallet_query)
@@ -118,14 +118,7 @@ def _wallet_rows(args: argparse.Namespace) -> AsyncIterator[WalletRow | BadRow]:
     path = Path(args.wallet)
     if not path.is_file():
         raise WalletFormatError(f"no wallet log at {path}: give a .csv or .jsonl file")
-    return _async(read_file(path))
-
-
-async def _async(rows: Iterator[WalletRow | BadRow]) -> AsyncIterator[WalletRow | BadRow]:
-    for count, row in enumerate(rows):
-        yield row
-        if count % 10_000 == 0:
-            await asyncio.sleep(0)
+    return file_chunks(path)
 
 
 async def _reconcile(args: argparse.Namespace) -> Summary:
@@ -142,7 +135,7 @@ async def _reconcile(args: argparse.Namespace) -> Summary:
                 summary = Summary(period, args.lag)
                 reconciliation = Reconciliation(session, summary)
                 with Progress("wallet rows", "rows", stream=sys.stderr) as progress:
-                    await reconciliation.run(_counted(rows, progress) if progress.live else rows)
+                    await reconciliation.run(rows, progress.advance)
                 if args.csv is not None:
                     await write_csv(args.csv, reconciliation)
                 if args.json:
@@ -150,11 +143,3 @@ async def _reconcile(args: argparse.Namespace) -> Summary:
                 else:
                     await write_human(print, reconciliation, ledger_name, wallet_name)
                 return summary
-
-
-async def _counted(
-    rows: AsyncIterator[WalletRow | BadRow], progress: Progress
-) -> AsyncIterator[WalletRow | BadRow]:
-    async for row in rows:
-        progress.advance()
-        yield row

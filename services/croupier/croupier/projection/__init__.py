@@ -12,8 +12,9 @@ Checkpoint in the same transaction
     A batch's read-model rows and the new checkpoint of every projection it applied to are
     written in ONE transaction. A crash (SIGKILL included) leaves each read model exactly
     at its checkpoint: the next run resumes there, and nothing is counted twice or lost.
-    Each commit also checks that the checkpoints are still where the batch started; a
-    second projector running at the same time makes one of them fail, never both apply.
+    Each commit also checks that the checkpoints are still where the batch started: of two
+    projectors running at once, only one applies a batch; the other's commit is refused,
+    and it reads the checkpoints again and goes on from there.
 
 Rebuildable
     Read models are derived data, outside the hash chain: ``rebuild`` empties a

@@ -17,6 +17,7 @@ from croupier.ledger import Ledger, RecordedEvent
 from croupier.projection import (
     MAX_ROWS_PER_COMMIT,
     Changes,
+    CheckpointMoved,
     Projection,
     ProjectionError,
     ReadModelStore,
@@ -84,7 +85,11 @@ class Projector:
                 for p in self.projections
                 if at[p.name] < events[-1].position
             ]
-            await self.store.commit(steps)
+            try:
+                await self.store.commit(steps)
+            except CheckpointMoved:  # another projector applied it: go on from where it is
+                at = await self.store.checkpoints(self.projections)
+                continue
             for step in steps:
                 at[step.projection.name] = step.upto
             done += len(events)

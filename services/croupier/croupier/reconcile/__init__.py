@@ -25,10 +25,11 @@ The cut-off rule
   when it was settled after the wallet's latest credit or refund less ``lag`` (the
   wallet's export ended before it could apply it); a debit for a wager the ledger never
   saw is ``in_transit`` when it occurred after the time of position ``B`` less ``lag``
-  (the feed had not reached the ledger at the cut-off); when the period starts after
-  position 1, a wager accepted before the wallet's earliest row plus ``lag`` with no debit
-  is ``in_transit`` (its debit is in the previous export). ``in_transit`` rows are
-  listed, and are not discrepancies: with nothing else, the exit status is 0.
+  (the feed had not reached the ledger at the cut-off). ``in_transit`` rows are listed,
+  and are not discrepancies: with nothing else, the exit status is 0.
+- The wallet debits a stake before the ledger accepts the wager: export the wallet from a
+  little before the period's start, so that the debits of the period's first wagers are in
+  it (debits of earlier wagers are counted as ``earlier``, not flagged).
 
 Discrepancy kinds, in report order: ``missing_in_wallet``, ``unknown_to_ledger``,
 ``duplicate_credit``, ``amount_mismatch``, ``currency_mismatch``, ``debit_without_wager``
@@ -49,7 +50,7 @@ nothing that changes the next run's answer.
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Final
@@ -82,7 +83,7 @@ KINDS: Final = (
     "in_transit",
 )
 MOVEMENTS: Final = ("debit", "credit", "refund")
-STAGE_CHUNK: Final = 10_000
+MAX_CHUNK: Final = 100_000
 MAX_BAD_ROWS_KEPT: Final = 1_000
 _TIME: Final = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
 _WALLET_COLUMNS: Final = WalletRow._fields
@@ -239,51 +240,41 @@ class Reconciliation:
 
     async def run(
         self,
-        rows: AsyncIterator[WalletRow | BadRow],
+        chunks: AsyncIterator[Sequence[WalletRow | BadRow]],
         on_staged: Callable[[int], None] | None = None,
     ) -> Summary:
-        """Stage the wallet rows, compare, and fill in the summary."""
-        await self._stage(rows, on_staged)
-        await self._compare()
-        await self._summarise()
-        return self.summary
-
-    async def _stage(
-        self, rows: AsyncIterator[WalletRow | BadRow], on_staged: Callable[[int], None] | None
-    ) -> None:
-        s = self.session
-        await s.execute(
+        """Stage the wallet rows (chunk by chunk), compare, and fill in the summary."""
+        await self.session.execute(
             "CREATE TEMP TABLE wallet_tx (line bigint, transaction_id text, kind text, "
             "message_id text, table_id text, round_id text, bet_id text, player_id text, "
             "currency text, amount bigint, occurred_at text)"
         )
-        chunk: list[WalletRow] = []
-        async for row in rows:
-            if isinstance(row, BadRow):
+        async for chunk in chunks:
+            await self._stage(chunk)
+            if on_staged is not None:
+                on_staged(len(chunk))
+        await self._compare()
+        await self._summarise()
+        return self.summary
+
+    async def _stage(self, chunk: Sequence[WalletRow | BadRow]) -> None:
+        assert len(chunk) <= MAX_CHUNK, f"chunks hold at most {MAX_CHUNK} rows"
+        good = [row for row in chunk if type(row) is WalletRow]
+        for bad in chunk:
+            if type(bad) is BadRow:
                 self.summary.bad_row_count += 1
                 if len(self.summary.bad_rows) < MAX_BAD_ROWS_KEPT:
-                    self.summary.bad_rows.append(row)
-                continue
-            chunk.append(row)
-            if len(chunk) >= STAGE_CHUNK:
-                await self._flush(chunk, on_staged)
-        await self._flush(chunk, on_staged)
-
-    async def _flush(self, chunk: list[WalletRow], on_staged: Callable[[int], None] | None) -> None:
-        if chunk:
-            await self.session.copy_rows("wallet_tx", _WALLET_COLUMNS, chunk)
-            self.summary.wallet_rows += len(chunk)
-            chunk.clear()
-            if on_staged is not None:
-                on_staged(self.summary.wallet_rows)
+                    self.summary.bad_rows.append(bad)
+        if good:
+            await self.session.copy_rows("wallet_tx", _WALLET_COLUMNS, good)
+            self.summary.wallet_rows += len(good)
 
     async def _compare(self) -> None:
         p, lag = self.summary.period, self.summary.lag_seconds
         horizon = await self.session.fetch(
-            "SELECT max(CASE WHEN kind <> 'debit' THEN occurred_at END), min(occurred_at) "
-            "FROM wallet_tx"
+            "SELECT max(occurred_at) FROM wallet_tx WHERE kind <> 'debit'"
         )
-        latest, earliest = horizon[0]
+        latest = horizon[0][0]
         values = {
             "after": int(p.first) - 1,
             "upto": int(p.last),
@@ -292,8 +283,6 @@ class Reconciliation:
             "credit_transit": _text(_shift(latest or p.last_at, -lag)),
             # debits after this may not have reached the ledger by position B
             "debit_transit": _text(_shift(p.last_at, -lag)),
-            # wagers accepted before this may have been debited in the previous export
-            "debit_before": _text(_shift(earliest or p.first_at, lag)) if p.first > 1 else "''",
         }
         for statement in _COMPARE:
             await self.session.execute(statement.format(**values))
@@ -336,7 +325,7 @@ _FINDINGS_COLUMNS = (
 )
 
 # The comparison, statement by statement. {after}, {upto}, {head} are integers and the
-# {..._transit}/{debit_before} times quoted ledger timestamps, checked before formatting.
+# {..._transit} times quoted ledger timestamps, checked before formatting.
 _COMPARE: Final = (
     """CREATE TEMP TABLE wallet_credits AS
        SELECT line, transaction_id, kind, message_id, player_id, currency, amount, occurred_at,
@@ -440,9 +429,7 @@ _COMPARE: Final = (
        WHERE verdict NOT IN ('matched', 'earlier', 'later')""",
     # -- wagers of the period that no wallet row debited
     f"""INSERT INTO findings ({_FINDINGS_COLUMNS})
-       SELECT CASE WHEN w.accepted_at < {{debit_before}} THEN 'in_transit'
-                   ELSE 'wager_without_debit' END,
-              'debit', NULL, NULL, NULL, w.table_id, w.round_id, w.bet_id,
+       SELECT 'wager_without_debit', 'debit', NULL, NULL, NULL, w.table_id, w.round_id, w.bet_id,
               COALESCE(w.player_id, a.player_id), NULL, NULL,
               COALESCE(w.currency, a.currency), w.stake, w.position, w.accepted_at,
               'wager ' || w.spot, 0, -w.stake

@@ -16,6 +16,7 @@ skipped silently. Rows are read one at a time: memory does not grow with the log
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import io
 import json
@@ -46,11 +47,18 @@ MAX_TEXT: Final = 200  # characters in any id
 MAX_AMOUNT: Final = 2**63 - 1
 _CURRENCY: Final = re.compile(r"[A-Z]{3}")
 _RFC3339: Final = re.compile(RFC3339_PATTERN)
+_CANONICAL: Final = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{6})?Z")
+_ID_FIELDS: Final = ("transaction_id", "message_id", "table_id", "round_id", "bet_id", "player_id")
 _REQUIRED: Final = {
-    "debit": ("transaction_id", "table_id", "round_id", "bet_id", "player_id", "currency"),
-    "credit": ("transaction_id", "message_id", "player_id", "currency"),
-    "refund": ("transaction_id", "message_id", "player_id", "currency"),
+    kind: tuple((name, _ID_FIELDS.index(name)) for name in names)
+    for kind, names in {
+        "debit": ("transaction_id", "table_id", "round_id", "bet_id", "player_id"),
+        "credit": ("transaction_id", "message_id", "player_id"),
+        "refund": ("transaction_id", "message_id", "player_id"),
+    }.items()
 }
+#: Rows read per chunk.
+CHUNK: Final = 10_000
 
 
 class WalletRow(NamedTuple):
@@ -83,52 +91,60 @@ class WalletFormatError(Exception):
 
 def check_row(line: int, raw: Mapping[str, Any]) -> WalletRow | BadRow:
     """The row as a :class:`WalletRow`, or why it is not one."""
-    kind = raw.get("kind")
-    if kind not in KINDS:
+    return check_values(line, *(raw.get(name) for name in FIELDS))
+
+
+def check_values(
+    line: int,
+    transaction_id: Any,
+    kind: Any,
+    message_id: Any,
+    table_id: Any,
+    round_id: Any,
+    bet_id: Any,
+    player_id: Any,
+    currency: Any,
+    amount: Any,
+    occurred_at: Any,
+) -> WalletRow | BadRow:
+    """The fields of one row (in :data:`FIELDS` order) as a :class:`WalletRow`, or why not."""
+    required = _REQUIRED.get(kind)
+    if required is None:
         return BadRow(line, f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
-    values: dict[str, str | None] = {}
-    for name in ("transaction_id", "message_id", "table_id", "round_id", "bet_id", "player_id"):
-        value = raw.get(name)
-        if value in ("", None):
-            values[name] = None
-        elif not isinstance(value, str) or len(value) > MAX_TEXT:
-            return BadRow(line, f"{name} must be text of at most {MAX_TEXT} characters")
-        else:
-            values[name] = value
-    missing = [name for name in _REQUIRED[kind] if name != "currency" and not values.get(name)]
+    ids = [transaction_id, message_id, table_id, round_id, bet_id, player_id]
+    for i, value in enumerate(ids):
+        if value == "" or value is None:
+            ids[i] = None
+        elif type(value) is not str or len(value) > MAX_TEXT:
+            return BadRow(line, f"{_ID_FIELDS[i]} must be text of at most {MAX_TEXT} characters")
+    missing = [name for name, i in required if ids[i] is None]
     if missing:
         return BadRow(line, f"a {kind} needs {', '.join(missing)}")
-    currency = raw.get("currency")
-    if not isinstance(currency, str) or not _CURRENCY.fullmatch(currency):
+    if type(currency) is not str or not _CURRENCY.fullmatch(currency):
         return BadRow(line, f"currency must be an ISO 4217 code such as EUR, got {currency!r}")
-    amount = _amount(raw.get("amount"))
-    if amount is None:
-        got = raw.get("amount")
-        return BadRow(line, f"amount must be a positive whole number of minor units, got {got!r}")
-    occurred_at = _time(raw.get("occurred_at"))
-    if occurred_at is None:
-        got = raw.get("occurred_at")
-        return BadRow(line, f"occurred_at must be an RFC 3339 time with an offset, got {got!r}")
+    money = _amount(amount)
+    if money is None:
+        return BadRow(
+            line, f"amount must be a positive whole number of minor units, got {amount!r}"
+        )
+    moment = _time(occurred_at)
+    if moment is None:
+        return BadRow(
+            line, f"occurred_at must be an RFC 3339 time with an offset, got {occurred_at!r}"
+        )
+    tx, message, table, round_, bet, player = ids
     return WalletRow(
-        line,
-        values["transaction_id"] or "",
-        kind,
-        values["message_id"],
-        values["table_id"],
-        values["round_id"],
-        values["bet_id"],
-        values["player_id"] or "",
-        currency,
-        amount,
-        occurred_at,
+        line, tx or "", kind, message, table, round_, bet, player or "", currency, money, moment
     )
 
 
 def _amount(value: Any) -> int | None:
+    if type(value) is str:
+        if not (value.isascii() and value.isdigit()):
+            return None
+        value = int(value)
     if isinstance(value, bool):
         return None
-    if isinstance(value, str) and value.isascii() and value.isdigit():
-        value = int(value)
     if isinstance(value, int) and 0 < value <= MAX_AMOUNT:
         return value
     if hasattr(value, "as_integer_ratio") and not isinstance(value, float):  # Decimal
@@ -138,6 +154,8 @@ def _amount(value: Any) -> int | None:
 
 
 def _time(value: Any) -> str | None:
+    if type(value) is str and value[-1:] == "Z" and _CANONICAL.fullmatch(value):
+        return value if len(value) == 27 else value[:19] + ".000000Z"  # already UTC
     if isinstance(value, str):
         if not _RFC3339.match(value):
             return None
@@ -152,18 +170,27 @@ def _time(value: Any) -> str | None:
 
 def read_file(path: Path) -> Iterator[WalletRow | BadRow]:
     """Rows of a CSV (``.csv``) or JSON Lines (``.jsonl``, ``.ndjson``) wallet log."""
+    for chunk in read_chunks(path):
+        yield from chunk
+
+
+def read_chunks(path: Path) -> Iterator[list[WalletRow | BadRow]]:
+    """The rows of a wallet log file, :data:`CHUNK` at a time."""
     suffix = path.suffix.lower()
     if suffix not in (".csv", ".jsonl", ".ndjson"):
         raise WalletFormatError(f"{path}: the wallet log must be .csv or .jsonl")
-    handle = path.open(encoding="utf-8", newline="")
-    with handle:
-        if suffix == ".csv":
-            yield from _csv_rows(handle, path)
-        else:
-            yield from _jsonl_rows(handle)
+    with path.open(encoding="utf-8", newline="") as handle:
+        yield from (_csv_chunks(handle, path) if suffix == ".csv" else _jsonl_chunks(handle))
 
 
-def _csv_rows(handle: io.TextIOBase, path: Path) -> Iterator[WalletRow | BadRow]:
+async def file_chunks(path: Path) -> AsyncIterator[list[WalletRow | BadRow]]:
+    """:func:`read_chunks` for a reconciliation, letting the event loop run between chunks."""
+    for chunk in read_chunks(path):
+        yield chunk
+        await asyncio.sleep(0)
+
+
+def _csv_chunks(handle: io.TextIOBase, path: Path) -> Iterator[list[WalletRow | BadRow]]:
     reader = csv.reader(handle)
     header = next(reader, None)
     if header is None:
@@ -172,32 +199,45 @@ def _csv_rows(handle: io.TextIOBase, path: Path) -> Iterator[WalletRow | BadRow]
     if missing:
         raise WalletFormatError(f"{path}: the header lacks {', '.join(missing)}")
     width = len(header)
+    picks = [header.index(name) if name in header else width for name in FIELDS]
+    chunk: list[WalletRow | BadRow] = []
     for row in reader:
-        line = reader.line_num
         if len(row) != width:
-            yield BadRow(line, f"{len(row)} fields where the header has {width}")
-            continue
-        yield check_row(line, dict(zip(header, row, strict=True)))
+            chunk.append(BadRow(reader.line_num, f"{len(row)} fields where the header has {width}"))
+        else:
+            row.append("")  # what a column the header lacks reads as
+            chunk.append(check_values(reader.line_num, *[row[i] for i in picks]))
+        if len(chunk) >= CHUNK:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
 
 
-def _jsonl_rows(handle: io.TextIOBase) -> Iterator[WalletRow | BadRow]:
+def _jsonl_chunks(handle: io.TextIOBase) -> Iterator[list[WalletRow | BadRow]]:
+    chunk: list[WalletRow | BadRow] = []
     for line, text in enumerate(handle, start=1):
         if not text.strip():
             continue
         try:
             raw = json.loads(text)
         except ValueError as error:
-            yield BadRow(line, f"not JSON: {error}")
+            chunk.append(BadRow(line, f"not JSON: {error}"))
             continue
         if not isinstance(raw, dict):
-            yield BadRow(line, "not a JSON object")
+            chunk.append(BadRow(line, "not a JSON object"))
             continue
-        yield check_row(line, raw)
+        chunk.append(check_row(line, raw))
+        if len(chunk) >= CHUNK:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
 
 
 async def read_postgres(
-    url: str, *, table: str | None = None, query: str | None = None, page: int = 10_000
-) -> AsyncIterator[WalletRow | BadRow]:
+    url: str, *, table: str | None = None, query: str | None = None, page: int = CHUNK
+) -> AsyncIterator[list[WalletRow | BadRow]]:
     """Rows of a wallet table (or of a query returning the same columns) in PostgreSQL.
 
     ``line`` is the row's number in the query's order (ordered by ``occurred_at`` for a
@@ -217,8 +257,10 @@ async def read_postgres(
             cursor = await conn.cursor(query or "")
             line = 0
             while rows := await cursor.fetch(page):
+                chunk: list[WalletRow | BadRow] = []
                 for row in rows:
                     line += 1
-                    yield check_row(line, dict(row.items()))
+                    chunk.append(check_row(line, dict(row.items())))
+                yield chunk
     finally:
         await conn.close()
