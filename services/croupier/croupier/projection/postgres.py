@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
 PROJECTOR_ROLE = "croupier_projector"
 READER_ROLE = "croupier_reader"
+SESSION_MEMORY = "128MB"
 _SETUP_LOCK = 0x63726F7570696572 >> 2  # beside the ledger's advisory locks
 
 _ROLES = f"""
@@ -116,6 +117,10 @@ class PostgresStore(ReadModelStore):
     @asynccontextmanager
     async def session(self) -> AsyncIterator[Session]:
         async with (await self.ledger.pool()).acquire() as conn:
+            # Room for temporary tables and sorts before they spill to disk; reset when the
+            # connection goes back to the pool.
+            await conn.execute(f"SET temp_buffers = '{SESSION_MEMORY}'")
+            await conn.execute(f"SET work_mem = '{SESSION_MEMORY}'")
             try:
                 yield PostgresSession(conn)
             finally:

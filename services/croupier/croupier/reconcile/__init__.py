@@ -400,8 +400,12 @@ _COMPARE: Final = (
                    ELSE 'matched' END AS verdict
        FROM (
            SELECT d.*, w.stake AS ledger_amount, w.position,
-                  COALESCE(w.currency, a.currency) AS ledger_currency,
-                  COALESCE(w.player_id, a.player_id) AS ledger_player,
+                  COALESCE(w.currency, (SELECT a.currency FROM wagers a
+                      WHERE a.table_id = w.table_id AND a.round_id = w.round_id
+                        AND a.bet_id = w.ante_bet_id)) AS ledger_currency,
+                  COALESCE(w.player_id, (SELECT a.player_id FROM wagers a
+                      WHERE a.table_id = w.table_id AND a.round_id = w.round_id
+                        AND a.bet_id = w.ante_bet_id)) AS ledger_player,
                   w.bet_id IS NOT NULL AS known,
                   CASE WHEN w.bet_id IS NULL THEN (
                       SELECT 'rejected (' || rw.code || '): ' || rw.reason
@@ -412,8 +416,6 @@ _COMPARE: Final = (
            FROM wallet_debits d
            LEFT JOIN wagers w ON w.table_id = d.table_id AND w.round_id = d.round_id
                              AND w.bet_id = d.bet_id AND w.position <= {head}
-           LEFT JOIN wagers a ON a.table_id = w.table_id AND a.round_id = w.round_id
-                             AND a.bet_id = w.ante_bet_id
        ) AS x""",
     f"""INSERT INTO findings ({_FINDINGS_COLUMNS})
        SELECT verdict, 'debit', line, transaction_id, NULL, table_id, round_id, bet_id,

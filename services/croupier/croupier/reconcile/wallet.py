@@ -21,7 +21,7 @@ import csv
 import io
 import json
 import re
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Generator, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -174,7 +174,7 @@ def read_file(path: Path) -> Iterator[WalletRow | BadRow]:
         yield from chunk
 
 
-def read_chunks(path: Path) -> Iterator[list[WalletRow | BadRow]]:
+def read_chunks(path: Path) -> Generator[list[WalletRow | BadRow], None, None]:
     """The rows of a wallet log file, :data:`CHUNK` at a time."""
     suffix = path.suffix.lower()
     if suffix not in (".csv", ".jsonl", ".ndjson"):
@@ -184,10 +184,18 @@ def read_chunks(path: Path) -> Iterator[list[WalletRow | BadRow]]:
 
 
 async def file_chunks(path: Path) -> AsyncIterator[list[WalletRow | BadRow]]:
-    """:func:`read_chunks` for a reconciliation, letting the event loop run between chunks."""
-    for chunk in read_chunks(path):
-        yield chunk
-        await asyncio.sleep(0)
+    """:func:`read_chunks` for a reconciliation: each chunk is read in a worker thread, the
+    next one while the caller stages the last (one chunk ahead, no more)."""
+    chunks = read_chunks(path)
+    ahead = asyncio.ensure_future(asyncio.to_thread(next, chunks, None))
+    try:
+        while (chunk := await ahead) is not None:
+            ahead = asyncio.ensure_future(asyncio.to_thread(next, chunks, None))
+            yield chunk
+    finally:
+        if not ahead.done():
+            await asyncio.wait([ahead])
+        chunks.close()
 
 
 def _csv_chunks(handle: io.TextIOBase, path: Path) -> Iterator[list[WalletRow | BadRow]]:
