@@ -272,8 +272,11 @@ def measure_harm(
     harm.lost = len(missing_rounds) + len(unpaid)
     harm.doubled = len(twice) + len(changed)
     paid, returned = wallet_paid(wallet), ledger_returned(events)
+    for currency in paid.keys() | returned.keys():
+        # Paid short of what the ledger returned: lost; beyond it: paid twice.
+        harm.lost += paid[currency] < returned[currency]
+        harm.doubled += paid[currency] > returned[currency]
     if paid != returned:
-        harm.doubled += 1
         harm.notes.append(f"wallet paid {dict(paid)} but the ledger returned {dict(returned)}")
     for message_id, body in replayed.items():
         ours = unique.get(message_id)
