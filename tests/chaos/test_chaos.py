@@ -17,6 +17,7 @@ a longer crash loop, every fault twice). ``CROUPIER_CHAOS_SEED`` picks the seed.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import random
 import shutil
@@ -39,8 +40,10 @@ from chaos_harness import (
 )
 from hostile import KINDS, corpus, interleave
 from integration.service.service_harness import (
+    ServeProcess,
     Wallet,
     eventually,
+    http_get,
     ledger_events,
     prepare_broker,
     studio_feed,
@@ -52,10 +55,6 @@ from studio.feed import FeedMessage
 
 pytestmark = pytest.mark.integration
 LOGS = Path(tempfile.gettempdir()) / "croupier-chaos-last"
-
-#: Kinds of the corpus that still cause harm on this code base, and why. They run only with
-#: ``CROUPIER_CHAOS_ALL=1`` until the fix lands; the assertions stay as they are.
-PENDING: dict[str, str] = {}
 
 
 @dataclass(frozen=True)
@@ -80,10 +79,20 @@ def private() -> Iterator[tuple[PrivatePostgres, PrivateRabbitMQ]]:
         yield database, broker
 
 
-def hostile_kinds() -> list[str]:
-    if os.environ.get("CROUPIER_CHAOS_ALL") == "1":
-        return list(KINDS)
-    return [name for name in KINDS if name not in PENDING]
+async def _holding(broker: PrivateRabbitMQ, instance: ServeProcess) -> bool:
+    """Whether ``instance`` holds unacknowledged feed deliveries (or is ready already)."""
+    assert instance.process.poll() is None, instance.tail()
+    listing = await asyncio.to_thread(
+        broker.ctl, "list_queues", "-q", "--no-table-headers", "name", "messages_unacknowledged"
+    )
+    for row in listing.splitlines():
+        name, _, count = row.strip().partition("\t")
+        if name == FEED_QUEUE and count.strip() not in ("", "0"):
+            return True
+    try:
+        return (await http_get(instance.port, "/readyz", timeout=2))[0] == 200
+    except (OSError, TimeoutError):
+        return False
 
 
 async def queue_drained(broker: PrivateRabbitMQ) -> bool:
@@ -110,7 +119,7 @@ async def test_nothing_is_lost_doubled_or_parked_unknown_under_hostile_input_and
     await prepare_broker(amqp_url)
 
     valid = studio_feed(prefix, size.rounds, seed=seed)
-    kinds = hostile_kinds()
+    kinds = list(KINDS)
     hostile = corpus(seed, prefix, kinds)
     feed = interleave(valid, hostile, seed)
     harm = Harm(hostile_kinds=len(kinds), hostile_messages=len(hostile))
@@ -123,7 +132,9 @@ async def test_nothing_is_lost_doubled_or_parked_unknown_under_hostile_input_and
         await publish_retrying(chunks[0], amqp_url)
         for _ in range(size.kills_before_ready):
             doomed = fleet.spawn()
-            await asyncio.sleep(rng.uniform(0.3, 2.5))
+            # Killed once it holds deliveries (or is ready), never before it has any work.
+            holding = functools.partial(_holding, broker, doomed)
+            await eventually(holding, 120, "a delivery in hand", every=0.05)
             doomed.process.send_signal(signal.SIGKILL)
             await asyncio.to_thread(doomed.process.wait, 30)
             harm.faults["SIGKILL before ready"] += 1
