@@ -40,6 +40,8 @@ if TYPE_CHECKING:
 PROJECTOR_ROLE = "croupier_projector"
 READER_ROLE = "croupier_reader"
 SESSION_MEMORY = "128MB"
+#: Seconds one read-model query may run (server and client side).
+SESSION_TIMEOUT = 900.0
 _SETUP_LOCK = 0x63726F7570696572 >> 2  # beside the ledger's advisory locks
 
 _ROLES = f"""
@@ -121,6 +123,9 @@ class PostgresStore(ReadModelStore):
             # connection goes back to the pool.
             await conn.execute(f"SET temp_buffers = '{SESSION_MEMORY}'")
             await conn.execute(f"SET work_mem = '{SESSION_MEMORY}'")
+            # A reconciliation's joins outlast the ledger pool's per-statement limit; they
+            # get a limit of their own.
+            await conn.execute(f"SET statement_timeout = '{int(SESSION_TIMEOUT)}s'")
             try:
                 yield PostgresSession(conn)
             finally:
@@ -136,25 +141,28 @@ class PostgresSession(Session):
         self._conn = conn
 
     async def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
-        await self._conn.execute(numbered(sql), *params)
+        await self._conn.execute(numbered(sql), *params, timeout=SESSION_TIMEOUT)
 
     async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        await self._conn.executemany(numbered(sql), rows)
+        await self._conn.executemany(numbered(sql), rows, timeout=SESSION_TIMEOUT)
 
     async def copy_rows(
         self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]
     ) -> None:
-        await self._conn.copy_records_to_table(table, records=rows, columns=list(columns))
+        await self._conn.copy_records_to_table(
+            table, records=rows, columns=list(columns), timeout=SESSION_TIMEOUT
+        )
 
     async def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        return [tuple(row) for row in await self._conn.fetch(numbered(sql), *params)]
+        rows = await self._conn.fetch(numbered(sql), *params, timeout=SESSION_TIMEOUT)
+        return [tuple(row) for row in rows]
 
     async def stream(
         self, sql: str, params: Sequence[Any] = (), page: int = 5000
     ) -> AsyncIterator[list[tuple[Any, ...]]]:
         async with self._conn.transaction():
-            cursor = await self._conn.cursor(numbered(sql), *params)
-            while rows := await cursor.fetch(page):
+            cursor = await self._conn.cursor(numbered(sql), *params, timeout=SESSION_TIMEOUT)
+            while rows := await cursor.fetch(page, timeout=SESSION_TIMEOUT):
                 yield [tuple(row) for row in rows]
 
 
