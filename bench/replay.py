@@ -33,6 +33,7 @@ import asyncpg
 from bench.ledger import BATCH, make_batches
 from bench.ledger import measure as measure_appends
 from croupier.ledger import open_ledger
+from croupier.ledger.signing import LedgerKey
 from croupier.replay import replay
 from croupier.runtime import fewer_collections
 from croupier.settler import Inbound, Settler
@@ -78,8 +79,9 @@ def make_feed(rounds: int = ROUNDS, seed: int = SEED) -> Feed:
 
 
 async def replay_once(url: str, feed: Feed) -> Timing:
-    """Replay ``feed`` into a fresh ledger at ``url``; check it settled every round."""
-    async with open_ledger(url) as ledger:
+    """Replay ``feed`` into a fresh ledger at ``url``, signing its heads as the service does;
+    check it settled every round."""
+    async with open_ledger(url, LedgerKey.generate()) as ledger:
         await ledger.migrate()
         results, rejections = io.StringIO(), io.StringIO()
         start = time.perf_counter()

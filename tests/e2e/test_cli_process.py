@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+from croupier.ledger.signing import LedgerKey
+
 SECRET = "s3cret-pw"
 
 
@@ -53,9 +55,13 @@ def test_ctrl_c_during_a_replay_is_one_line_and_exit_130(tmp_path: Path) -> None
 
 
 def test_serve_logs_json_only_and_never_the_password(tmp_path: Path) -> None:
+    LedgerKey.generate().write(tmp_path / "keys")
+    migrate = start(["migrate", "--ledger", "sqlite:///serve.db"], tmp_path)
+    assert migrate.wait(timeout=120) == 0
     serve = start(
         ["serve"],
         tmp_path,
+        CROUPIER_LEDGER_SIGNING_KEY="keys/ledger-signing.key",
         CROUPIER_AMQP_URL=f"amqp://guest:{SECRET}@127.0.0.1:1/",
         CROUPIER_DATABASE_URL="sqlite:///serve.db",
         CROUPIER_HTTP_PORT="0",

@@ -9,6 +9,7 @@ afterwards; never the default vhost, never a service's configuration.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import subprocess
 import urllib.request
@@ -84,8 +85,15 @@ async def scratch_database() -> AsyncIterator[str]:
         admin = await connect_postgres()
         try:
             await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            # the login role `croupier serve` ran as on it (service_harness.prepare_service)
+            await admin.execute(f'DROP ROLE IF EXISTS "{service_role_name(name)}"')
         finally:
             await admin.close()
+
+
+def service_role_name(database: str) -> str:
+    """The service's login role the tests make for ``database`` (one per database)."""
+    return f"croupier_svc_{hashlib.sha256(database.encode()).hexdigest()[:16]}"
 
 
 RABBITMQ_URL = service_discovery.rabbitmq_url()

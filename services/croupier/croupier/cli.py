@@ -28,6 +28,7 @@ COMMANDS = (
     "replay",
     "simulate",
     "migrate",
+    "keygen",
     "verify",
     "redrive",
     "rounds",

@@ -87,6 +87,9 @@ class Settings(BaseSettings):
     relay_lease: float = Field(
         10.0, ge=1, le=600, description="seconds until a standby takes over the relay"
     )
+    ledger_signing_key: str | None = Field(
+        None, description="the ledger's Ed25519 signing key file (croupier keygen); serve needs it"
+    )
 
     web_port: int = Field(
         DEFAULT_WEB_PORT, ge=0, le=65535, description="croupier web: history API and pages"

@@ -19,6 +19,7 @@ from typing import Any, NoReturn
 from croupier.config import settings
 from croupier.errors import CommandError, ExitCode, reaching
 from croupier.ledger import Ledger, open_ledger
+from croupier.ledger.signing import LedgerKey, SigningKeyError
 from croupier.urls import mask_url, parse_ledger_url
 
 LEDGER_HELP = (
@@ -145,8 +146,11 @@ def print_json(document: Any) -> None:
 
 
 @asynccontextmanager
-async def ledger_at(url: str, *, create: bool = False) -> AsyncIterator[Ledger]:
-    """The ledger at ``url``, opened; failures to reach it become :class:`CommandError`.
+async def ledger_at(
+    url: str, *, create: bool = False, key: LedgerKey | None = None
+) -> AsyncIterator[Ledger]:
+    """The ledger at ``url``, opened (signing with ``key``, if given); failures to reach it
+    become :class:`CommandError`.
 
     A SQLite file must exist unless ``create`` (then its folder is made as needed).
     """
@@ -162,8 +166,25 @@ async def ledger_at(url: str, *, create: bool = False) -> AsyncIterator[Ledger]:
     elif path is not None and not path.is_file():
         raise CommandError(f"no SQLite ledger at {path}", _missing_file_hint(url))
     with reaching(ledger=url):
-        async with open_ledger(url) as ledger:
+        async with open_ledger(url, key) as ledger:
             yield ledger
+
+
+def signing_key(path: str | None, *, required: bool) -> LedgerKey | None:
+    """The ledger signing key at ``path`` (``CROUPIER_LEDGER_SIGNING_KEY``); a
+    :class:`CommandError` when it is required and missing, or unusable."""
+    if not path:  # unset, or set to nothing
+        if required:
+            raise CommandError(
+                "CROUPIER_LEDGER_SIGNING_KEY is not set",
+                "make a key pair with `croupier keygen --out DIR` and set it to "
+                "DIR/ledger-signing.key",
+            )
+        return None
+    try:
+        return LedgerKey.from_file(path)
+    except SigningKeyError as error:
+        raise CommandError(str(error), "set CROUPIER_LEDGER_SIGNING_KEY to the key file") from None
 
 
 def _missing_file_hint(url: str) -> str:

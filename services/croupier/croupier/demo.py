@@ -36,6 +36,7 @@ from croupier.config import EMBEDDED_LEDGER_URL, Settings, settings
 from croupier.errors import CommandError
 from croupier.history.site import history_site
 from croupier.ledger import Ledger, open_ledger
+from croupier.ledger.signing import PRIVATE_KEY_FILE, LedgerKey
 from croupier.projection import open_store
 from croupier.reconcile import Reconciliation, Summary, resolve_period
 from croupier.reconcile.report import write_human
@@ -50,6 +51,7 @@ from studio.message import FeedMessage
 from studio.publisher import publish
 from studio.wallet import WalletFaults, WalletLog
 
+DEMO_KEY_FOLDER = Path("var/demo-keys")
 DEMO_TABLES = (
     "classic:shared=40",
     "royal-20:boxes=7",
@@ -324,14 +326,26 @@ async def _infrastructure(live: bool, settings: Settings, say: Say) -> tuple[Led
         await create_database_if_missing(settings.database_url)
         broker, database = mask_url(settings.amqp_url), mask_url(settings.database_url)
         say(f"live mode: RabbitMQ at {broker}, PostgreSQL at {database}")
-        return open_ledger(settings.database_url), AmqpBus(settings.amqp_url)
+        return open_ledger(settings.database_url, _signing_key(settings)), AmqpBus(
+            settings.amqp_url
+        )
     Path(EMBEDDED_LEDGER_URL.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
     say(
         f"embedded mode: in-process bus, SQLite ledger at {EMBEDDED_LEDGER_URL.removeprefix('sqlite:///')}"
     )
     say("  (live mode needs RabbitMQ and PostgreSQL: the local ones, or CROUPIER_AMQP_URL")
     say("   and CROUPIER_DATABASE_URL)")
-    return open_ledger(EMBEDDED_LEDGER_URL), MemoryBus()
+    return open_ledger(EMBEDDED_LEDGER_URL, _signing_key(settings)), MemoryBus()
+
+
+def _signing_key(settings: Settings) -> LedgerKey:
+    """``CROUPIER_LEDGER_SIGNING_KEY``, else the demo's own key under ``var/`` (made once)."""
+    if settings.ledger_signing_key is not None:
+        return LedgerKey.from_file(settings.ledger_signing_key)
+    path = DEMO_KEY_FOLDER / PRIVATE_KEY_FILE
+    if not path.exists():
+        LedgerKey.generate().write(DEMO_KEY_FOLDER)
+    return LedgerKey.from_file(path)
 
 
 def _free_port(preferred: int) -> int:

@@ -90,6 +90,11 @@ class Metrics:
         self.relay_active = Gauge(
             "croupier_relay_active", "1 while this instance holds the relay lease", registry=r
         )
+        self.refused = Counter(
+            "croupier_results_refused",
+            "Outbox messages the relay refused: not exactly what a signed, chained settlement says",
+            registry=r,
+        )
         self.ready = Gauge("croupier_ready", "1 when the service is ready", registry=r)
         self.rounds_open = Gauge(
             "croupier_rounds_open", "Rounds open in this instance's memory", registry=r

@@ -11,16 +11,26 @@ Guarantees:
   retried: the messages after it go on. ``croupier redrive --results`` publishes set-aside
   messages once the cause is fixed.
 - ``healthy`` is False while relaying fails (broker or database down); readiness shows it.
+- Only what a recorded fact says goes out. For each outbox row the relay reads the event the
+  row names (position and hash) as the chain vouches for it (with a signing key: linked row
+  by row up to a head this key signed). A settlement result is re-derived from that fact
+  (``settler.outbox_rule``) and published as derived, only if the row is exactly it; a dead
+  letter must name that (rejection) fact. Any other row (forged, edited, naming an unsigned
+  or rewritten event) is refused: set aside with the reason, logged, counted in
+  ``croupier_results_refused``, never published. A dead letter's own content is not
+  re-derived (it carries the delivery's bytes, which the fact does not hold in full).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import socket
 import time
 import uuid
 from collections import Counter
+from collections.abc import Sequence
 from typing import Final
 
 import structlog
@@ -28,7 +38,9 @@ import structlog
 from croupier import deadletters
 from croupier.bus import DEAD_LETTER_EXCHANGE, UNROUTABLE, Outgoing, Refused, SettlementSink
 from croupier.ledger import Ledger, PendingMessage
+from croupier.ledger.chain import ChainRow, canonical_json
 from croupier.metrics import Metrics
+from croupier.settler import outbox_rule
 
 log = structlog.get_logger("croupier.relay")
 
@@ -117,8 +129,13 @@ class OutboxRelay:
         self.metrics.outbox_backlog.set(len(pending))
         if not pending:
             return 0
-        refused = {r.message_id: r for r in await self.sink.publish(_outgoing_page(pending))}
-        published = [m for m in pending if m.message_id not in refused]
+        vouched = await self._vouched(pending)
+        sendable = [m for m in pending if m.message_id in vouched]
+        refused = {}
+        if sendable:
+            outgoing_page = [vouched[m.message_id] for m in sendable]
+            refused = {r.message_id: r for r in await self.sink.publish(outgoing_page)}
+        published = [m for m in sendable if m.message_id not in refused]
         await self.ledger.mark_published([m.message_id for m in published])
         if refused:
             await self.ledger.set_aside({i: f"{r.kind}: {r.reason}" for i, r in refused.items()})
@@ -134,6 +151,29 @@ class OutboxRelay:
         async with asyncio.timeout(timeout):
             while await self.relay_once() == self.batch:
                 pass
+
+    async def _vouched(self, pending: Sequence[PendingMessage]) -> dict[str, Outgoing]:
+        """What to publish for each message a chained fact says, by id; the rest are set
+        aside with the reason."""
+        events = await self.ledger.vouched(m.position for m in pending)
+        vouched: dict[str, Outgoing] = {}
+        refused: dict[str, str] = {}
+        for message in pending:
+            published = _derived(message, events.get(message.position))
+            if isinstance(published, Outgoing):
+                vouched[message.message_id] = published
+                continue
+            refused[message.message_id] = f"refused: {published}"
+            log.error(
+                "outbox message refused: not what a recorded fact says",
+                message_id=message.message_id,
+                position=message.position,
+                reason=published,
+            )
+        if refused:
+            await self.ledger.set_aside(refused)
+            self.metrics.refused.inc(len(refused))
+        return vouched
 
     def _activate(self, held: bool) -> None:
         if held != self.active:
@@ -173,12 +213,30 @@ class OutboxRelay:
         self._wake.clear()
 
 
-def _outgoing_page(pending: list[PendingMessage]) -> list[Outgoing]:
-    return [outgoing(m) for m in pending]
-
-
 def outgoing(message: PendingMessage) -> Outgoing:
+    """A pending message as it is published (no integrity check: ``_derived`` does it)."""
     if message.exchange == DEAD_LETTER_EXCHANGE:
         return deadletters.outgoing(message)
     body = {**message.body, "ledger_position": message.position}
     return Outgoing(message.message_id, message.routing_key, body, exchange=message.exchange)
+
+
+def _derived(message: PendingMessage, event: ChainRow | None) -> Outgoing | str:
+    """What to publish for ``message``, or why it is refused."""
+    if event is None:
+        return "its event is not in the chain under a head this service signed"
+    if event.hash != message.event_hash:
+        return f"it names event hash {message.event_hash[:16]}, the chain holds {event.hash[:16]}"
+    if message.exchange == DEAD_LETTER_EXCHANGE:
+        if message.body.get("fact") != event.key:
+            named = message.body.get("fact")
+            return f"it names fact {named!r}, position {event.position} holds another"
+        return deadletters.outgoing(message)
+    expected = {e.message_id: e for e in outbox_rule(event.type, event.data)}
+    want = expected.get(message.message_id)
+    if want is None:
+        return f"the {event.type} at position {event.position} reports no such message"
+    if (message.exchange, message.routing_key, canonical_json(message.body)) != want[1:]:
+        return f"it differs from what the {event.type} at position {event.position} says"
+    body = {**json.loads(want.body), "ledger_position": event.position}
+    return Outgoing(message.message_id, want.routing_key, body, exchange=want.exchange)

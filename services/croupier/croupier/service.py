@@ -1,7 +1,8 @@
 """The live settlement service: a consumer, an outbox relay and probes around one ledger.
 
 Start order: probes (the HTTP port first: a port in use fails before any delivery is taken),
-ledger migrations, broker connection and topology, relay, consumer.
+the ledger schema check (start-up never migrates: ``croupier migrate`` is the owner's step),
+broker connection and topology, relay, consumer.
 Stop order (SIGTERM): stop taking deliveries, finish and acknowledge the batch in hand,
 publish what the outbox holds, close.
 """
@@ -62,13 +63,14 @@ class Service:
         self._tuning = contextlib.ExitStack()
 
     async def start(self, *, http_host: str = "0.0.0.0", http_port: int | None = None) -> None:
-        """Migrate, connect, and start consuming and relaying."""
+        """Check the schema, connect, and start consuming and relaying.
+
+        Raises ``SchemaBehind`` (saying how to migrate) when the schema is not current.
+        """
         self._tuning.enter_context(fewer_collections())  # until stop()
         if http_port is not None:
             self.http_port = await self.probes.start(http_host, http_port)
-        applied = await self.ledger.migrate()
-        if applied:
-            log.info("ledger migrated", applied=applied)
+        log.info("ledger schema is current", version=await self.ledger.check_schema())
         if open_rounds := await self.settler.load_open():
             log.info("open rounds read back from the ledger", rounds=open_rounds)
         await self.bus.connect()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import time
 import uuid
 from collections import OrderedDict
@@ -30,6 +31,7 @@ from croupier.contract import (
 )
 from croupier.deadletters import dead_letter
 from croupier.ledger import Ledger, NewEvent, OutboxMessage, RecordedEvent, StreamAppend
+from croupier.ledger.audit import Expected
 from croupier.ledger.chain import canonical_json
 from croupier.logs import context_ids
 from croupier.round import (
@@ -137,6 +139,38 @@ def result_bodies(closed: Mapping[str, Any]) -> list[dict[str, Any]]:
             "returned_total": sum(bet["returned"] for bet in bets),
         }
         for (player, currency), bets in by_owner.items()
+    ]
+
+
+def result_messages(fact_type: str, data: Mapping[str, Any], key: str) -> list[OutboxMessage]:
+    """The outbox messages a closing fact (``key``) calls for: one result per player."""
+    if fact_type not in (SETTLED, VOIDED):
+        return []
+    return [
+        # the wallets' routing key: <currency>.<player_id>
+        OutboxMessage(
+            body["message_id"],
+            SETTLEMENTS_EXCHANGE,
+            f"{body['currency']}.{body['player_id']}",
+            body,
+            key,
+        )
+        for body in result_bodies(data)
+    ]
+
+
+def outbox_rule(fact_type: str, data: str) -> list[Expected]:
+    """What a recorded fact (its type and stored JSON text) put in the outbox, exactly.
+
+    The relay publishes only messages this re-derives from a chained fact, and ``verify``
+    reports every outbox row that is not one of them, and every one of them that is missing:
+    every kind of message the settler puts in the outbox must be derivable here.
+    """
+    if fact_type not in (SETTLED, VOIDED):
+        return []
+    return [
+        Expected(m.message_id, m.exchange, m.routing_key, canonical_json(m.body))
+        for m in result_messages(fact_type, json.loads(data), "")
     ]
 
 
@@ -430,12 +464,9 @@ class Settler:
             work.add(key, moved)
 
     def _record_results(self, fact: Fact, work: Decided) -> None:
-        bodies = work.results[fact.key] = result_bodies(fact.data)
-        for body in bodies:
-            key = f"{body['currency']}.{body['player_id']}"  # the wallets' routing key
-            work.outbox.append(
-                OutboxMessage(body["message_id"], SETTLEMENTS_EXCHANGE, key, body, fact.key)
-            )
+        messages = result_messages(fact.type, fact.data, fact.key)
+        work.results[fact.key] = [m.body for m in messages]
+        work.outbox += messages
 
     # -- committing ------------------------------------------------------------------------
 
@@ -476,7 +507,7 @@ class Decided:
     outbox: list[OutboxMessage] = field(default_factory=list)
     #: Dead letters by outbox id (the same delivery twice in a batch: one letter).
     letters: dict[str, OutboxMessage] = field(default_factory=dict)
-    results: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    results: dict[str, list[Mapping[str, Any]]] = field(default_factory=dict)
     raw_rejections: set[str] = field(default_factory=set)
 
     def add(self, stream: str, fact: Fact, *, expected: int | None = -1) -> None:

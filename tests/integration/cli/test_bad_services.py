@@ -14,6 +14,8 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 from conftest import POSTGRES_URL, RABBITMQ_URL, with_database, with_vhost
 
+from croupier.ledger.signing import LedgerKey
+
 pytestmark = pytest.mark.integration
 
 SECRET = "s3cret-pw"
@@ -27,7 +29,12 @@ def with_login(url: str, user: str, password: str | None) -> str:
 
 PG, MQ = urlsplit(POSTGRES_URL), urlsplit(RABBITMQ_URL)
 PG_AT, MQ_AT = f"{PG.hostname}:{PG.port or 5432}", f"{MQ.hostname}:{MQ.port or 5672}"
-SERVE_ON_SQLITE = {"CROUPIER_DATABASE_URL": "sqlite:///serve.db", "CROUPIER_HTTP_PORT": "0"}
+# serve gets as far as the broker: a migrated ledger and a signing key (made in the test).
+SERVE_ON_SQLITE = {
+    "CROUPIER_DATABASE_URL": "sqlite:///serve.db",
+    "CROUPIER_HTTP_PORT": "0",
+    "CROUPIER_LEDGER_SIGNING_KEY": "keys/ledger-signing.key",
+}
 
 
 @dataclass(frozen=True)
@@ -78,7 +85,18 @@ CASES = [
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_a_bad_service_configuration_is_one_line_and_exit_2(case: Case, tmp_path: Path) -> None:
     (tmp_path / "feed.jsonl").write_text("")
+    LedgerKey.generate().write(tmp_path / "keys")
     environment = {k: v for k, v in os.environ.items() if not k.startswith("CROUPIER_")}
+    if case.args == ["serve"]:
+        migrate = [
+            sys.executable,
+            "-m",
+            "croupier.cli",
+            "migrate",
+            "--ledger",
+            "sqlite:///serve.db",
+        ]
+        subprocess.run(migrate, cwd=tmp_path, env=environment, check=True, timeout=120)
     done = subprocess.run(
         [sys.executable, "-m", "croupier.cli", *case.args],
         cwd=tmp_path,

@@ -10,6 +10,7 @@ table, which is what that reference settles.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import signal
@@ -17,12 +18,15 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import aio_pika
 import asyncpg
@@ -32,6 +36,12 @@ from unit.croupier.test_replay import Bet, Result, Table, reference
 from croupier.bus import SETTLEMENTS_EXCHANGE
 from croupier.bus.amqp import AmqpBus, declare_topology
 from croupier.ledger import Ledger, RecordedEvent, open_ledger
+from croupier.ledger.postgres import (
+    PostgresLedger,
+    create_database_if_missing,
+    ensure_service_role,
+)
+from croupier.ledger.signing import PRIVATE_KEY_FILE, LedgerKey
 from croupier.round import SETTLED, VOIDED, stream_name
 from croupier.service import Service
 from croupier.settler import message_id
@@ -154,16 +164,23 @@ class Received:
 async def serving(
     ledger: Ledger, amqp_url: str, *, max_batch: int = 1000
 ) -> AsyncIterator[Service]:
-    """The service on ``ledger`` and the vhost at ``amqp_url``, its probes on a free port.
+    """The service on ``ledger``'s database and the vhost at ``amqp_url``, probes on a free
+    port, run as in production: the owner migrates, the service connects as a login role
+    with ``croupier_app``'s rights only and signs with a key of its own.
 
     Stopped (gracefully) on the way out.
     """
-    service = Service(ledger, AmqpBus(amqp_url), max_batch=max_batch)
-    await service.start(http_host="127.0.0.1", http_port=0)
-    try:
-        yield service
-    finally:
-        await service.stop()
+    assert isinstance(ledger, PostgresLedger), "the live service runs on PostgreSQL"
+    async with (
+        service_role(ledger.url) as url,
+        open_ledger(url, LedgerKey.generate()) as as_service,
+    ):
+        service = Service(as_service, AmqpBus(amqp_url), max_batch=max_batch)
+        await service.start(http_host="127.0.0.1", http_port=0)
+        try:
+            yield service
+        finally:
+            await service.stop()
 
 
 async def prepare_broker(url: str) -> None:
@@ -335,8 +352,42 @@ def metric(text: str, name: str) -> float:
 # -- `croupier serve` as its own process ------------------------------------------------------
 
 
+def with_user(url: str, user: str) -> str:
+    """``url`` with its user replaced (and no password: the test server trusts local users)."""
+    parts = urlsplit(url)
+    host = parts.hostname or "127.0.0.1"
+    netloc = f"{user}@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+@asynccontextmanager
+async def service_role(owner_url: str) -> AsyncIterator[str]:
+    """The ledger at ``owner_url`` migrated by its owner, and the URL of a fresh login role
+    that is a member of ``croupier_app`` only: how the service runs. The role is dropped
+    on exit."""
+    async with open_ledger(owner_url) as owner:
+        await owner.migrate()
+    role = f"croupier_test_svc_{uuid.uuid4().hex[:12]}"
+    await ensure_service_role(owner_url, role)
+    try:
+        yield with_user(owner_url, role)
+    finally:
+        admin = await asyncpg.connect(owner_url, timeout=10)
+        try:
+            await admin.execute(f'DROP ROLE IF EXISTS "{role}"')
+        except asyncpg.PostgresError:
+            pass  # still connected somewhere: a stray role is harmless
+        finally:
+            await admin.close()
+
+
 class ServeProcess:
-    """One ``croupier serve`` process, its probe port and its log file."""
+    """One ``croupier serve`` process, its probe port and its log file.
+
+    Run as in production on the database the owner's ``database_url`` names: migrated by
+    the owner (``croupier migrate --service-role``), the process logs in as that service
+    role and signs with the key pair beside its log (``service_keys``).
+    """
 
     def __init__(self, database_url: str, amqp_url: str, log: Path, max_batch: int) -> None:
         with socket.socket() as probe:
@@ -344,7 +395,8 @@ class ServeProcess:
             self.port = int(probe.getsockname()[1])
         env = {
             **os.environ,
-            "CROUPIER_DATABASE_URL": database_url,
+            "CROUPIER_DATABASE_URL": prepare_service(database_url),
+            "CROUPIER_LEDGER_SIGNING_KEY": str(service_keys(log) / PRIVATE_KEY_FILE),
             "CROUPIER_AMQP_URL": amqp_url,
             "CROUPIER_HTTP_PORT": str(self.port),
             "CROUPIER_LOG_LEVEL": "INFO",
@@ -381,11 +433,36 @@ class ServeProcess:
             ) from None
 
 
+def service_keys(log: Path) -> Path:
+    """The signing key pair of the services a test runs (beside their logs), made once."""
+    keys = log.parent / "keys"
+    if not (keys / PRIVATE_KEY_FILE).exists():
+        LedgerKey.generate().write(keys)
+    return keys
+
+
+def prepare_service(owner_url: str) -> str:
+    """The database created if missing and ``croupier migrate --service-role`` run as the
+    owner, as an operator does; the URL the service logs in with, a role named after the
+    database (so restarts share it)."""
+    with ThreadPoolExecutor(1) as thread:  # the caller's event loop may be running
+        thread.submit(asyncio.run, create_database_if_missing(owner_url)).result()
+    database = urlsplit(owner_url).path.lstrip("/")
+    role = f"croupier_svc_{hashlib.sha256(database.encode()).hexdigest()[:16]}"
+    migrate = [sys.executable, "-m", "croupier.cli", "migrate", "--ledger", owner_url]
+    done = subprocess.run(
+        [*migrate, "--service-role", role], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return with_user(owner_url, role)
+
+
 @contextmanager
 def serve_process(
     database_url: str, amqp_url: str, log: Path, max_batch: int = 1000
 ) -> Iterator[ServeProcess]:
-    """A ``croupier serve`` process, killed on the way out if the test left it running."""
+    """A ``croupier serve`` process on the database the owner's ``database_url`` names (as
+    its service role, signing), killed on the way out if the test left it running."""
     served = ServeProcess(database_url, amqp_url, log, max_batch)
     try:
         yield served

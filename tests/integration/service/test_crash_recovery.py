@@ -37,13 +37,16 @@ from service_harness import (
     prepare_broker,
     round_streams,
     serve_process,
+    service_keys,
     studio_feed,
     wallet_paid,
 )
 
-from croupier.bus import DEAD_LETTER_QUEUE, FEED_QUEUE, INITIAL_PREFETCH
+from croupier.bus import DEAD_LETTER_EXCHANGE, DEAD_LETTER_QUEUE, FEED_QUEUE, INITIAL_PREFETCH
 from croupier.ledger import open_ledger
 from croupier.ledger.postgres import APPEND_LOCK
+from croupier.ledger.signing import PUBLIC_KEY_FILE, LedgerPublicKey
+from croupier.settler import outbox_rule
 from studio.publisher import publish
 
 pytestmark = pytest.mark.integration
@@ -96,8 +99,13 @@ async def test_sigkill_mid_stream_then_restart_settles_every_round_once(
         assert received.body == unique[received.message_id].body
     assert wallet_paid(wallet) == ledger_returned(events)
     assert await pending_results(postgres_database) == 0
+    # What the two processes wrote verifies with the public key alone, outbox included.
+    public = LedgerPublicKey.from_file(service_keys(log) / PUBLIC_KEY_FILE)
     async with open_ledger(postgres_database) as ledger:
-        assert (await ledger.verify()).ok
+        report = await ledger.verify(
+            public_key=public, outbox_rule=outbox_rule, unruled=(DEAD_LETTER_EXCHANGE,)
+        )
+        assert report.ok, report.summary()
 
 
 async def _at_least(database_url: str, rounds: int) -> bool:

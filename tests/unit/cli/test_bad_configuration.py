@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from croupier.cli import main
+from croupier.ledger.signing import LedgerKey
 
 SECRET = "s3cret-pw"
 
@@ -46,6 +47,12 @@ def _dotenv(where: Path) -> None:
 def _a_file(where: Path) -> None:
     _feed(where)
     (where / "plain").write_text("")
+
+
+def _signed_ledger(where: Path) -> None:
+    """A migrated ledger and a signing key (``keys/``), so that serve gets to the broker."""
+    LedgerKey.generate().write(where / "keys")
+    assert main(["migrate", "--ledger", "sqlite:///serve.db"]) == 0
 
 
 REPLAY = ["replay", "feed.jsonl", "--ledger", "sqlite:///l.db"]
@@ -113,7 +120,31 @@ CASES = [
             "CROUPIER_AMQP_URL": f"amqp://guest:{SECRET}@127.0.0.1:1/",
             "CROUPIER_DATABASE_URL": "sqlite:///serve.db",
             "CROUPIER_HTTP_PORT": "0",
+            "CROUPIER_LEDGER_SIGNING_KEY": "keys/ledger-signing.key",
         },
+        prepare=_signed_ledger,
+    ),
+    Case(
+        "serve-no-signing-key",
+        ["serve"],
+        "CROUPIER_LEDGER_SIGNING_KEY is not set; make a key pair with `croupier keygen",
+        {"CROUPIER_DATABASE_URL": "sqlite:///serve.db"},
+    ),
+    Case(
+        "serve-unreadable-signing-key",
+        ["serve"],
+        "cannot read the signing key nokey",
+        {"CROUPIER_DATABASE_URL": "sqlite:///serve.db", "CROUPIER_LEDGER_SIGNING_KEY": "nokey"},
+    ),
+    Case(
+        "serve-schema-behind",
+        ["serve"],
+        "the ledger schema is at version 0, this build needs 2: run `croupier migrate` as the",
+        {
+            "CROUPIER_DATABASE_URL": "sqlite:///empty.db",
+            "CROUPIER_LEDGER_SIGNING_KEY": "keys/ledger-signing.key",
+        },
+        prepare=lambda where: LedgerKey.generate().write(where / "keys") and None,
     ),
     Case(
         "replay-no-feed", [*REPLAY, "--out", "o", "--rejections", "r"], "no such file: feed.jsonl"

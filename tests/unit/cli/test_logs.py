@@ -98,6 +98,7 @@ async def test_a_quarantined_message_is_logged_with_its_table_round_and_event(
             return await settle(batch)
 
         monkeypatch.setattr(service.settler, "handle", handle)
+        await ledger.migrate()
         await service.start()
         await bus.publish_feed("t-poison.round.opened", json.dumps(poison).encode(), "m1")
         for _ in range(200):

@@ -45,7 +45,11 @@ class TestSqliteLedger(LedgerSuite):
 async def test_memory_ledger_works_without_a_file() -> None:
     ledger = open_ledger("sqlite:///:memory:")
     assert isinstance(ledger, SqliteLedger)
-    assert await ledger.migrate() == ["0001_ledger.sql", "0002_relay.sql"]
+    assert await ledger.migrate() == [
+        "0001_ledger.sql",
+        "0002_relay.sql",
+        "0003_signed_heads.sql",
+    ]
     await ledger.append([append("s", 0, 3)])
     assert [e.version for e in await ledger.read_stream("s")] == [1, 2, 3]
     assert (await ledger.verify()).ok

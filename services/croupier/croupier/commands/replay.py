@@ -7,6 +7,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from croupier.config import settings
 from croupier.console import (
     add_json_argument,
     add_ledger_argument,
@@ -15,6 +16,7 @@ from croupier.console import (
     ledger_of,
     output_file,
     print_json,
+    signing_key,
 )
 from croupier.progress import Progress
 from croupier.replay import ReplaySummary, replay
@@ -25,6 +27,7 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "replay",
         help="settle a recorded feed (JSONL) and write results and rejections",
+        epilog="Signs the ledger's heads when CROUPIER_LEDGER_SIGNING_KEY is set.",
         description=__doc__,
     )
     parser.add_argument("feed", type=input_file, help="recorded feed, one JSON event per line")
@@ -49,7 +52,8 @@ def run(args: argparse.Namespace) -> int:
 
 async def _replay(feed: Path, url: str, out: Path, rejected: Path) -> ReplaySummary:
     total = _count_lines(feed)
-    async with ledger_at(url, create=True) as ledger:
+    key = signing_key(settings().ledger_signing_key, required=False)
+    async with ledger_at(url, create=True, key=key) as ledger:
         await ledger.migrate()
         with (
             feed.open("rb") as lines,

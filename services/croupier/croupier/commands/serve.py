@@ -1,4 +1,10 @@
-"""``croupier serve``: the live service on RabbitMQ and PostgreSQL, until SIGTERM."""
+"""``croupier serve``: the live service on RabbitMQ and PostgreSQL, until SIGTERM.
+
+Runs as the least-privileged service role (see ``croupier migrate --service-role``): it
+never migrates (a schema behind this build is exit 2, saying to run ``croupier migrate``)
+and connects to no other database than its ledger's. It signs the ledger's heads with the
+key ``CROUPIER_LEDGER_SIGNING_KEY`` names (``croupier keygen``), and will not run without.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +14,10 @@ from typing import Any
 
 from croupier.bus.amqp import AmqpBus
 from croupier.config import MAX_BATCH_LIMIT, Settings, settings
-from croupier.console import bounded_int
-from croupier.errors import reaching
-from croupier.ledger import open_ledger
-from croupier.ledger.postgres import create_database_if_missing
+from croupier.console import bounded_int, signing_key
+from croupier.errors import CommandError, reaching
+from croupier.ledger import SchemaBehind, open_ledger
+from croupier.ledger.signing import LedgerKey
 from croupier.service import Service
 
 
@@ -20,9 +26,10 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "serve",
         help="consume the studio feed, settle into the ledger, publish results",
-        description="Configured by CROUPIER_DATABASE_URL, CROUPIER_AMQP_URL, CROUPIER_HTTP_PORT, "
-        "CROUPIER_LOG_LEVEL, CROUPIER_MAX_BATCH, CROUPIER_HELD_TIMEOUT, CROUPIER_ROUND_TIMEOUT and "
-        "CROUPIER_RELAY_LEASE (see `croupier --help`).",
+        description="Configured by CROUPIER_DATABASE_URL (the service role), CROUPIER_AMQP_URL, "
+        "CROUPIER_HTTP_PORT, CROUPIER_LOG_LEVEL, CROUPIER_MAX_BATCH, CROUPIER_HELD_TIMEOUT, "
+        "CROUPIER_ROUND_TIMEOUT, CROUPIER_RELAY_LEASE and CROUPIER_LEDGER_SIGNING_KEY "
+        "(see `croupier --help`).",
     )
     parser.add_argument(
         "--max-batch",
@@ -36,15 +43,15 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Serve until signalled."""
     chosen = settings()
+    key = signing_key(chosen.ledger_signing_key, required=True)
+    assert key is not None
     with reaching(ledger=chosen.database_url, broker=chosen.amqp_url):
-        asyncio.run(_serve(chosen, args.max_batch))
+        asyncio.run(_serve(chosen, key, args.max_batch))
     return 0
 
 
-async def _serve(settings: Settings, max_batch: int) -> None:
-    if settings.database_url.startswith(("postgresql://", "postgres://")):
-        await create_database_if_missing(settings.database_url)
-    async with open_ledger(settings.database_url) as ledger:
+async def _serve(settings: Settings, key: LedgerKey, max_batch: int) -> None:
+    async with open_ledger(settings.database_url, key) as ledger:
         service = Service(
             ledger,
             AmqpBus(settings.amqp_url),
@@ -53,4 +60,7 @@ async def _serve(settings: Settings, max_batch: int) -> None:
             round_timeout=settings.round_timeout,
             relay_lease=settings.relay_lease,
         )
-        await service.serve_until_signalled(http_port=settings.http_port)
+        try:
+            await service.serve_until_signalled(http_port=settings.http_port)
+        except SchemaBehind as error:
+            raise CommandError(str(error)) from None

@@ -1,4 +1,10 @@
-"""``croupier verify``: walk the ledger's hash chain; exit 1 when it is broken."""
+"""``croupier verify``: walk the ledger's hash chain and outbox; exit 1 when anything is off.
+
+With ``--public-key`` (the auditor's only input besides read access) it also checks every
+signed head (each row must sit under a head the key signed, and the chain must still reach
+the last one) and every publish mark and marker. The outbox is always checked against
+what the recorded settlements say.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,7 @@ import argparse
 import asyncio
 from typing import Any
 
+from croupier.bus import DEAD_LETTER_EXCHANGE
 from croupier.console import (
     add_json_argument,
     add_ledger_argument,
@@ -15,16 +22,21 @@ from croupier.console import (
 )
 from croupier.errors import ExitCode
 from croupier.ledger import VerifyReport
+from croupier.ledger.signing import LedgerPublicKey, SigningKeyError
 from croupier.progress import Progress
+from croupier.settler import outbox_rule
+
+LISTED = 50  # problems printed one per line; --json lists every one
 
 
 def register(subparsers: Any) -> None:
     """Add the ``verify`` sub-command."""
     parser = subparsers.add_parser(
         "verify",
-        help="check the ledger's hash chain",
-        description="Walk the hash chain; exit 1 and list every changed, removed or inserted "
-        "row. A SQLite ledger file must exist.",
+        help="check the ledger's hash chain, outbox and signed heads",
+        description="Walk the hash chain and the outbox; with --public-key also the signed "
+        "heads and publish marks. Exit 1 and name every changed, removed, inserted, unsigned, "
+        "forged or missing row. A SQLite ledger file must exist.",
     )
     add_ledger_argument(parser)
     parser.add_argument(
@@ -32,8 +44,20 @@ def register(subparsers: Any) -> None:
         type=_anchor,
         help="POSITION:HASH kept from an earlier run (its head): the chain must still hold it",
     )
+    parser.add_argument(
+        "--public-key",
+        type=_public_key,
+        help="the ledger signing key's public half (croupier keygen): check signed heads and marks",
+    )
     add_json_argument(parser)
     parser.set_defaults(run=run)
+
+
+def _public_key(text: str) -> LedgerPublicKey:
+    try:
+        return LedgerPublicKey.from_file(text)
+    except SigningKeyError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _anchor(text: str) -> tuple[int, str]:
@@ -45,18 +69,30 @@ def _anchor(text: str) -> tuple[int, str]:
 
 def run(args: argparse.Namespace) -> int:
     """Print the verification report; 1 when any row is changed, removed or inserted."""
-    report = asyncio.run(_verify(ledger_of(args), args.anchor))
+    report = asyncio.run(_verify(ledger_of(args), args.anchor, args.public_key))
     if args.json:
         print_json(report.to_json())
     else:
         print(report.summary())
+        for problem in report.problems[:LISTED]:
+            print(f"  {problem.line()}")
+        if len(report.problems) > LISTED:
+            print(f"  ... and {len(report.problems) - LISTED} more (--json lists every one)")
         if report.ok:  # a head worth keeping outside the database, for the next verification
             print(f"anchor for the next run: --anchor {report.head_position}:{report.head_hash}")
     return ExitCode.OK if report.ok else ExitCode.FINDING
 
 
-async def _verify(url: str, anchor: tuple[int, str] | None) -> VerifyReport:
+async def _verify(
+    url: str, anchor: tuple[int, str] | None, key: LedgerPublicKey | None
+) -> VerifyReport:
     async with ledger_at(url) as ledger:
         total = await ledger.last_position()
         with Progress("verify", "rows", total) as progress:
-            return await ledger.verify(anchor=anchor, progress=progress.advance)
+            return await ledger.verify(
+                anchor=anchor,
+                progress=progress.advance,
+                public_key=key,
+                outbox_rule=outbox_rule,
+                unruled=(DEAD_LETTER_EXCHANGE,),
+            )

@@ -36,24 +36,44 @@ Readers never skip
 
 Append-only in the database
     Triggers refuse UPDATE and DELETE (and TRUNCATE on PostgreSQL) on every ledger table,
-    for every role. On PostgreSQL the service role ``croupier_app`` has INSERT and SELECT
-    only; migrations run as the owner.
+    ``schema_migrations`` included, for every role. On PostgreSQL the service runs as a
+    login role whose only rights come from ``croupier_app``: INSERT and SELECT. Migrations
+    are the owner's step (``croupier migrate``); the service only checks the schema
+    version (``check_schema`` raises ``SchemaBehind``) and never migrates.
 
 Hash chain
     Each event stores ``prev_hash`` and ``hash = sha256(prev_hash + canonical row)``, the
     canonical row covering position, stream, version, type, data, key and recorded_at.
     ``verify()`` walks the whole chain and reports every changed, removed and inserted row
-    by position. The newest rows can only be vouched for against a head (position, hash)
-    kept outside the database: ``VerifyReport`` gives the head to keep, and
-    ``verify(anchor=...)`` (``croupier verify --anchor POSITION:HASH``) checks a kept one.
+    by position. An ``anchor`` (position, hash) kept outside the database
+    (``croupier verify --anchor POSITION:HASH``) must still be in the chain.
+
+Signed heads
+    Opened with a signing key (Ed25519, ``croupier.ledger.signing``), the ledger signs each
+    committed batch's last (position, hash) into ``ledger_heads`` in the same transaction,
+    and refuses (``HeadNotSigned``) to append after a head its key did not sign: rows
+    someone else wrote are never signed over. ``verify(public_key=...)`` (the public key
+    only) checks every head row's signature, that the chain still matches every signed
+    head (a rewritten, re-hashed row shows), that it reaches the last one (a tail cut or
+    truncation shows), and reports rows above it as *unsigned*. Without an anchor kept
+    elsewhere, deleting rows *and* the signed heads above them consistently is not seen.
 
 Outbox
     Outbox messages are written in the same transaction as the events and are never
-    updated: publishing inserts a marker row. ``pending_outbox`` lists unmarked messages
-    in write order; ``mark_published`` is idempotent. A message the broker refuses for
-    good is *set aside* (``set_aside``, another marker row, with the reason): it is no
-    longer pending, so it never blocks the messages after it, and ``set_aside_messages``
-    lists it until it is published after all (``croupier redrive --results``).
+    updated; each names the event it reports by position and hash. Publishing inserts a
+    mark (the message ids, signed when the ledger has a key) and a marker row per message.
+    ``pending_outbox`` lists messages without a marker that counts (with a key: one whose
+    mark this key signed and lists the message), in write order, leaving out those
+    ``set_aside``; ``mark_published`` is idempotent. ``vouched(positions)`` gives the events
+    the chain vouches for (linked up to a head this key signed), which the relay
+    re-derives results from; ``verify(outbox_rule=...)`` reports every outbox row that is
+    not exactly what its event calls for, every called-for message that is missing, and
+    (with a public key) every mark and marker the key did not sign.
+    A message the broker refuses for good is *set aside* (``set_aside``, with the
+    reason, recorded): this process no longer lists it, so it never blocks the messages
+    after it, and ``set_aside_messages`` lists it until it is published after all
+    (``croupier redrive --results``). A set-aside row carries no signature: another
+    process tries the message once more before setting it aside again.
 
 Relay lease
     ``hold_lease(name, holder, seconds)`` takes or renews a named lease that expires
@@ -63,13 +83,15 @@ Relay lease
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
-from typing import Any
+from typing import Any, Final
 
+from croupier.ledger.audit import Audit, OutboxRule
 from croupier.ledger.chain import (
     ChainRow,
     ChainVerifier,
@@ -77,8 +99,18 @@ from croupier.ledger.chain import (
     VerifyReport,
     canonical_json,
 )
+from croupier.ledger.migrate import Dialect, migrations
+from croupier.ledger.outbox import OutboxRow, PublishedFloor
+from croupier.ledger.signing import LedgerKey, LedgerPublicKey
+from croupier.ledger.trust import HEADS_SCANNED, HeadRow, MarkRow, Trust, vouch
+
+#: Positions one ``vouched`` read covers at most (more are read in further spans).
+VOUCH_SPAN: Final = 20_000
+#: Head rows one ``vouched`` span examines at most (a batch signs one head).
+VOUCH_HEADS: Final = 5_000
 
 __all__ = [
+    "HeadNotSigned",
     "IdempotencyConflict",
     "Ledger",
     "LedgerError",
@@ -88,6 +120,7 @@ __all__ = [
     "PendingMessage",
     "Problem",
     "RecordedEvent",
+    "SchemaBehind",
     "StreamAppend",
     "VerifyReport",
     "VersionConflict",
@@ -155,13 +188,14 @@ class OutboxMessage:
 
 @dataclass(frozen=True, slots=True)
 class PendingMessage:
-    """An unpublished outbox message; ``position`` is that of the event it reports."""
+    """An unpublished outbox message; ``position`` and ``event_hash`` name the event it reports."""
 
     message_id: str
     exchange: str
     routing_key: str
     body: Mapping[str, Any]
     position: int
+    event_hash: str = ""
 
 
 class LedgerError(Exception):
@@ -186,6 +220,31 @@ class IdempotencyConflict(LedgerError):
         self.key = key
 
 
+class SchemaBehind(LedgerError):
+    """The database's schema is older than this build's (or missing); nothing was changed."""
+
+    def __init__(self, applied: int, needed: int) -> None:
+        super().__init__(
+            f"the ledger schema is at version {applied}, this build needs {needed}: "
+            "run `croupier migrate` as the database owner"
+        )
+        self.applied = applied
+        self.needed = needed
+
+
+class HeadNotSigned(LedgerError):
+    """The chain's head is not one this key signed: someone else appended; nothing written."""
+
+    def __init__(self, position: int, signed: int) -> None:
+        super().__init__(
+            f"the ledger's head at position {position} is not signed by this service's key "
+            f"(its last signed head is at {signed}): rows were appended by someone else; "
+            "run `croupier verify --public-key FILE`"
+        )
+        self.position = position
+        self.signed = signed
+
+
 class LedgerTampered(LedgerError):
     """The hash chain is broken (raised by ``VerifyReport.raise_if_broken``)."""
 
@@ -195,11 +254,31 @@ class LedgerTampered(LedgerError):
 
 
 class Ledger(ABC):
-    """The ledger port. Adapters: ``croupier.ledger.sqlite``, ``croupier.ledger.postgres``."""
+    """The ledger port. Adapters: ``croupier.ledger.sqlite``, ``croupier.ledger.postgres``.
+
+    An adapter opened with a signing key signs each committed batch's head, signs its
+    publish marks, refuses to append after rows its key did not sign, and counts only
+    markers its key signed; without one it does none of this.
+    """
+
+    dialect: Dialect
+    trust: Trust
 
     @abstractmethod
     async def migrate(self) -> list[str]:
         """Apply pending schema migrations; return the names applied (idempotent)."""
+
+    @abstractmethod
+    async def schema_version(self) -> int:
+        """The highest migration version applied (0 when none or no schema at all)."""
+
+    async def check_schema(self) -> int:
+        """The schema version; ``SchemaBehind`` unless every migration of this build is applied."""
+        needed = migrations(self.dialect)[-1].version
+        applied = await self.schema_version()
+        if applied < needed:
+            raise SchemaBehind(applied, needed)
+        return applied
 
     @abstractmethod
     async def append(
@@ -208,7 +287,8 @@ class Ledger(ABC):
         """Append all events and outbox messages in one transaction.
 
         Returns one record per input event, in input order (stored records for replays).
-        Raises ``VersionConflict`` or ``IdempotencyConflict``; then nothing is written.
+        Raises ``VersionConflict`` or ``IdempotencyConflict``, or ``HeadNotSigned`` when
+        signing and the chain's head is not one this key signed; then nothing is written.
         """
 
     @abstractmethod
@@ -231,13 +311,83 @@ class Ledger(ABC):
     async def last_position(self) -> int:
         """The highest committed position (0 when empty)."""
 
-    @abstractmethod
     async def pending_outbox(self, limit: int = 100) -> list[PendingMessage]:
-        """Up to ``limit`` unpublished messages, oldest first."""
+        """Up to ``limit`` unpublished messages, oldest first (set-aside ones left out).
+
+        A message counts as published when it has a marker (with a key: a marker whose
+        mark this key signed and which lists it).
+        """
+        pending: list[tuple[PendingMessage, int]] = []
+        floor = self._floor
+        after, contiguous = floor.seq, True
+        while len(pending) < limit:
+            rows = await self._outbox_after(after, limit)
+            if not rows:
+                break
+            unknown = self.trust.unknown_marks(m for row in rows for m in row.marks)
+            if unknown and self.trust.public is not None:
+                self.trust.check_marks(await self._marks(unknown))
+            for row in rows:
+                done = (
+                    row.message_id in floor.aside
+                    or self.trust.published(row.message_id, row.marks)
+                    or (row.aside and self.trust.public is None)  # unsigned: taken as is
+                )
+                if done and contiguous:
+                    floor.seq = row.seq
+                elif not done:
+                    contiguous = False
+                    body = json.loads(row.body)
+                    message = PendingMessage(
+                        row.message_id,
+                        row.exchange,
+                        row.routing_key,
+                        body,
+                        row.position,
+                        row.event_hash,
+                    )
+                    pending.append((message, row.seq))
+                    if len(pending) == limit:
+                        break
+            after = rows[-1].seq
+        floor.listed([(m.message_id, seq) for m, seq in pending])
+        return [m for m, _ in pending]
 
     @abstractmethod
     async def mark_published(self, message_ids: Iterable[str]) -> None:
         """Record messages as published (idempotent; unknown ids are ignored)."""
+
+    async def vouched(self, positions: Iterable[int]) -> dict[int, ChainRow]:
+        """The rows at ``positions`` that the chain vouches for, by position.
+
+        With a key: rows whose content gives their hash and which link, row by row, up
+        to a head this key signed. Without: rows whose content gives their hash and whose
+        successor links to them.
+        """
+        wanted = sorted({p for p in positions if p > 0})
+        found: dict[int, ChainRow] = {}
+        while wanted:
+            group = [p for p in wanted if p <= wanted[0] + VOUCH_SPAN]
+            wanted = wanted[len(group) :]
+            low, high = group[0], group[-1]
+            top_hash: str | None = None
+            signed: dict[int, str] = {}
+            if self.trust.public is not None:
+                candidates = await self._heads_from(low, VOUCH_HEADS)
+                heads = [h for h in candidates if self.trust.trusts_head(h)]
+                if not heads:
+                    continue  # nothing signed at or above: nothing here is vouched for
+                # The first signed head at or above the group's last position; when there
+                # is none, the last signed one (the positions above it are not vouched for).
+                top = next((h for h in heads if h.position >= high), heads[-1])
+                high, top_hash = top.position, top.hash
+                signed = {h.position: h.hash for h in heads if h.position <= high}
+            rows = await self._chain_range(low, high + (0 if top_hash else 1))
+            chain = vouch([r for r in rows if r.position <= high], top_hash, signed)
+            if top_hash is None and rows and rows[-1].position > high:
+                chain = vouch(rows, None, {})  # the successor's link is checked too
+            found.update((p, chain[p]) for p in group if p in chain)
+        return found
 
     @abstractmethod
     async def open_streams(self, prefix: str, closing: Sequence[str], limit: int) -> list[str]:
@@ -246,9 +396,16 @@ class Ledger(ABC):
         Reads every event of those streams' names (a scan): for start-up and reports.
         """
 
-    @abstractmethod
     async def set_aside(self, reasons: Mapping[str, str]) -> None:
-        """Set messages aside (message_id -> why): no longer pending (idempotent)."""
+        """Set messages aside (message_id -> why): recorded with the reason, and no longer
+        pending for this process (idempotent)."""
+        if reasons:
+            await self._record_set_aside(reasons)
+            self._floor.set_aside(reasons)
+
+    @abstractmethod
+    async def _record_set_aside(self, reasons: Mapping[str, str]) -> None:
+        """Insert the set-aside rows (unknown message ids are ignored)."""
 
     @abstractmethod
     async def set_aside_messages(self, limit: int = 100) -> list[tuple[PendingMessage, str]]:
@@ -262,31 +419,85 @@ class Ledger(ABC):
     async def close(self) -> None:
         """Release connections."""
 
+    # -- what adapters provide for the shared walks ----------------------------------------
+
+    _floor: PublishedFloor
+
     @abstractmethod
     async def _chain_page(self, after_position: int, limit: int) -> list[ChainRow]:
         """Raw rows for verification, ``position > after_position`` in position order."""
+
+    @abstractmethod
+    async def _outbox_after(self, after_seq: int, limit: int) -> list[OutboxRow]:
+        """Outbox rows with ``seq > after_seq`` in seq order, with their markers' marks."""
+
+    @abstractmethod
+    async def _outbox_between(self, low: int, high: int) -> list[OutboxRow]:
+        """Outbox rows with ``low < position <= high``, by position then seq."""
+
+    @abstractmethod
+    async def _marks(self, marks: Sequence[int]) -> list[MarkRow]:
+        """The ``outbox_marks`` rows with these ids."""
+
+    @abstractmethod
+    async def _mark_page(self, after_mark: int, limit: int) -> list[MarkRow]:
+        """``outbox_marks`` rows with ``mark > after_mark``, in mark order."""
+
+    @abstractmethod
+    async def _marker_page(self, after: tuple[int, str], limit: int) -> list[tuple[int, str]]:
+        """(mark or -1 when unsigned, message_id) of markers after ``after``, in that order."""
+
+    @abstractmethod
+    async def _heads_from(self, position: int, limit: int = HEADS_SCANNED) -> list[HeadRow]:
+        """Head rows with ``position >= position``, by position then id."""
+
+    @abstractmethod
+    async def _head_page(self, after_id: int, limit: int) -> list[HeadRow]:
+        """Head rows with ``id > after_id``, in id order."""
+
+    async def _chain_range(self, low: int, high: int) -> list[ChainRow]:
+        rows: list[ChainRow] = []
+        after = low - 1
+        while after < high and (page := await self._chain_page(after, min(high - after, 10_000))):
+            rows += page
+            after = page[-1].position
+        return [r for r in rows if r.position <= high]
 
     async def verify(
         self,
         page_size: int = 10_000,
         anchor: tuple[int, str] | None = None,
         progress: Callable[[int], None] | None = None,
+        *,
+        public_key: LedgerPublicKey | None = None,
+        outbox_rule: OutboxRule | None = None,
+        unruled: Collection[str] = (),
     ) -> VerifyReport:
         """Walk the whole hash chain and report every changed, removed or inserted row.
 
         ``anchor``: a (position, hash) kept outside the database, e.g. an earlier report's
         head; the chain must still hold it, which also catches rows cut from the end.
         ``progress`` is called with the number of rows of each page walked.
+        ``public_key``: also check the signed heads (every row must sit under one, and the
+        chain must reach the last) and the publish marks. ``outbox_rule``: what each
+        event must have put in the outbox; every outbox row must be exactly that, except on
+        the ``unruled`` exchanges, whose rows must only name an event of the chain.
         """
-        verifier = ChainVerifier(anchor=anchor)
+        audit = Audit(public_key, outbox_rule, unruled)
+        signed = await audit.heads(self._head_page, page_size) if public_key else None
+        verifier = ChainVerifier(anchor=anchor, signed=signed)
         after = -(2**63)  # rows forged at positions <= 0 must be seen too
         while page := await self._chain_page(after, page_size):
             for row in page:
                 verifier.feed(row)
+            audit.outbox(page, await self._outbox_between(after, page[-1].position))
             after = page[-1].position
             if progress is not None:
                 progress(len(page))
-        return verifier.finish()
+        audit.outbox([], await self._outbox_between(after, 2**63 - 1))
+        if public_key is not None:
+            await audit.marks(self._mark_page, self._marker_page, page_size)
+        return verifier.finish(audit.problems)
 
     async def __aenter__(self) -> Ledger:
         return self
@@ -300,8 +511,8 @@ class Ledger(ABC):
         await self.close()
 
 
-def open_ledger(url: str) -> Ledger:
-    """Open the adapter ``url`` names (no I/O until first use).
+def open_ledger(url: str, key: LedgerKey | None = None) -> Ledger:
+    """Open the adapter ``url`` names (no I/O until first use); ``key`` signs, if given.
 
     ``sqlite:///relative.db``, ``sqlite:////absolute.db``, ``sqlite:///:memory:``,
     ``postgresql://user@host:port/db`` (or ``postgres://``).
@@ -309,9 +520,9 @@ def open_ledger(url: str) -> Ledger:
     if url.startswith("sqlite:///"):
         from croupier.ledger.sqlite import SqliteLedger
 
-        return SqliteLedger(url.removeprefix("sqlite:///"))
+        return SqliteLedger(url.removeprefix("sqlite:///"), key=key)
     if url.startswith(("postgresql://", "postgres://")):
         from croupier.ledger.postgres import PostgresLedger
 
-        return PostgresLedger(url)
+        return PostgresLedger(url, key=key)
     raise ValueError(f"unsupported ledger url {url!r}: use sqlite:///... or postgresql://...")

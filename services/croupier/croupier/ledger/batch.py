@@ -24,8 +24,8 @@ from croupier.ledger import (
 )
 from croupier.ledger.chain import ChainRow, canonical_json, format_timestamp, row_hash
 
-# (message_id, position, exchange, routing_key, body as canonical JSON)
-OutboxRow = tuple[str, int, str, str, str]
+# (message_id, position, exchange, routing_key, body as canonical JSON, event hash)
+OutboxInsert = tuple[str, int, str, str, str, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +33,7 @@ class Plan:
     """What one append writes and returns."""
 
     rows: list[ChainRow]
-    outbox: list[OutboxRow]
+    outbox: list[OutboxInsert]
     results: list[RecordedEvent]
 
 
@@ -82,6 +82,9 @@ def plan_append(
     recorded_at: datetime,
 ) -> Plan:
     """Decide the batch's rows, or raise ``VersionConflict``/``IdempotencyConflict``.
+
+    An outbox message names its event by position and hash (the batch head's when it
+    names no event).
 
     ``existing`` maps recorded keys to their rows, ``versions`` streams to their current
     version, ``head`` is (last position, last hash), ``existing_outbox`` maps recorded
@@ -136,8 +139,8 @@ def plan_append(
             )
             prev_hash = digest
         current[append.stream] = version
-    positions = {r.key: r.position for r in results}
-    return Plan(rows, _plan_outbox(outbox, existing_outbox, positions, position), results)
+    events = {r.key: (r.position, r.hash) for r in results}
+    return Plan(rows, _plan_outbox(outbox, existing_outbox, events, (position, prev_hash)), results)
 
 
 def _recorded_prefix(append: StreamAppend, existing: Mapping[str, ChainRow]) -> list[ChainRow]:
@@ -178,56 +181,20 @@ def _check_version(append: StreamAppend, known: list[ChainRow], version: int) ->
 def _plan_outbox(
     outbox: Sequence[OutboxMessage],
     existing: Mapping[str, tuple[str, str, str]],
-    positions: Mapping[str, int],
-    head: int,
-) -> list[OutboxRow]:
-    planned: list[OutboxRow] = []
+    events: Mapping[str, tuple[int, str]],
+    head: tuple[int, str],
+) -> list[OutboxInsert]:
+    planned: list[OutboxInsert] = []
     for message in outbox:
-        position = positions[message.event_key] if message.event_key else head
+        position, digest = events[message.event_key] if message.event_key else head
         body = canonical_json(message.body)
         stored = existing.get(message.message_id)
         if stored is None:
             planned.append(
-                (message.message_id, position, message.exchange, message.routing_key, body)
+                (message.message_id, position, message.exchange, message.routing_key, body, digest)
             )
         elif stored != (message.exchange, message.routing_key, body):
             raise IdempotencyConflict(
                 message.message_id, "outbox message recorded with other content"
             )
     return planned
-
-
-class PublishedFloor:
-    """Where ``pending_outbox`` may start: every outbox row with ``seq <= floor`` is done.
-
-    Done is published or set aside: marked either way, it is never pending again.
-
-    Without it, listing pending messages is an anti-join over the whole outbox, which grows
-    with every result ever published. It holds because outbox rows get their ``seq`` under
-    the append lock, so they become visible in ``seq`` order, and publish markers are never
-    removed. A page of pending rows says every visible row before its first one is
-    published; once each row of the page is marked published too, every row up to its last
-    one is.
-    """
-
-    def __init__(self) -> None:
-        self.seq = 0
-        self._page: dict[str, int] = {}
-        self._done: set[str] = set()
-
-    def listed(self, page: Sequence[tuple[str, int]]) -> None:
-        """``pending_outbox`` returned these (message_id, seq), in seq order."""
-        if page:
-            self.seq = max(self.seq, page[0][1] - 1)
-        self._page = dict(page)
-        self._done = set()
-
-    def marked(self, message_ids: Sequence[str]) -> None:
-        """``mark_published`` or ``set_aside`` recorded these message ids."""
-        if not self._page:
-            return
-        self._done.update(i for i in message_ids if i in self._page)
-        if len(self._done) == len(self._page):
-            self.seq = max(self.seq, *self._page.values())
-            self._page = {}
-            self._done = set()

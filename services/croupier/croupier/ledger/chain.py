@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
@@ -22,7 +22,10 @@ if TYPE_CHECKING:
 
 GENESIS_HASH = "0" * 64
 
-ProblemKind = Literal["changed", "removed", "inserted"]
+ProblemKind = Literal["changed", "removed", "inserted", "unsigned", "forged", "missing"]
+KINDS: tuple[ProblemKind, ...] = ("changed", "removed", "inserted", "unsigned", "forged", "missing")
+#: Positions listed one by one for a run of removed or unsigned rows; the rest as one range.
+LISTED_RUN = 1000
 
 _canonical_encoder = json.JSONEncoder(
     ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False
@@ -100,11 +103,22 @@ class ChainRow(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class Problem:
-    """One finding of ``verify``: a row changed, removed or inserted at ``position``."""
+    """One finding of ``verify``: a row of ``table`` changed, removed, inserted, ...
+
+    ``position`` is the event position the row concerns; ``row`` names a row of another
+    table than ``events`` (e.g. ``seq 12 message_id ...``).
+    """
 
     kind: ProblemKind
     position: int
     detail: str
+    table: str = "events"
+    row: str = ""
+
+    def line(self) -> str:
+        """One line for people: table, kind, which row, why."""
+        where = self.row or f"position {self.position}"
+        return f"{self.table} {self.kind}: {where}: {self.detail}"
 
 
 @dataclass(frozen=True)
@@ -120,9 +134,17 @@ class VerifyReport:
     def ok(self) -> bool:
         return not self.problems
 
-    def positions(self, kind: ProblemKind) -> list[int]:
-        """Positions of the problems of one kind, ascending."""
-        return sorted(p.position for p in self.problems if p.kind == kind)
+    def positions(self, kind: ProblemKind, table: str = "events") -> list[int]:
+        """Positions of the problems of one kind in ``table``, ascending."""
+        return sorted(p.position for p in self.problems if p.kind == kind and p.table == table)
+
+    def rows(self, table: str, kind: ProblemKind | None = None) -> list[str]:
+        """The named rows of ``table`` with problems (of one kind, if given)."""
+        return [p.row for p in self.problems if p.table == table and kind in (None, p.kind)]
+
+    @property
+    def unsigned(self) -> list[int]:
+        return self.positions("unsigned")
 
     @property
     def changed(self) -> list[int]:
@@ -141,11 +163,9 @@ class VerifyReport:
         head = f"{self.checked} rows, head {self.head_position} {self.head_hash[:16]}"
         if self.ok:
             return f"ledger chain ok: {head}"
-        parts = [
-            f"{kind} {self.positions(kind)}"
-            for kind in ("changed", "removed", "inserted")
-            if self.positions(kind)
-        ]
+        parts = [f"{kind} {self.positions(kind)}" for kind in KINDS if self.positions(kind)]
+        tables = sorted({p.table for p in self.problems} - {"events"})
+        parts += [f"{table}: {len(self.rows(table))} rows" for table in tables]
         return f"ledger chain BROKEN: {'; '.join(parts)} ({head})"
 
     def to_json(self) -> dict[str, Any]:
@@ -157,6 +177,17 @@ class VerifyReport:
             "changed": self.changed,
             "removed": self.removed,
             "inserted": self.inserted,
+            "unsigned": self.unsigned,
+            "problems": [
+                {
+                    "table": p.table,
+                    "kind": p.kind,
+                    "position": p.position,
+                    "row": p.row,
+                    "detail": p.detail,
+                }
+                for p in self.problems
+            ],
         }
 
     def raise_if_broken(self) -> None:
@@ -184,10 +215,13 @@ class ChainVerifier:
     A rewritten or forged newest row is indistinguishable from a legitimate append, and so
     is a chain cut short. An ``anchor`` (a position and hash recorded outside the database,
     e.g. the head an earlier verification printed) covers both: the row at that position
-    must still exist and still carry that hash.
+    must still exist and still carry that hash. ``signed`` heads (position: hash, each
+    with a valid signature) are anchors too, and with them every row must sit at or below
+    the last one: a row above it is *unsigned*.
     """
 
     anchor: tuple[int, str] | None = None
+    signed: dict[int, str] | None = None
     checked: int = 0
     _prev: ChainRow | None = None
     _pending: ChainRow | None = None
@@ -199,21 +233,34 @@ class ChainVerifier:
             self._judge(self._pending, row)
         self._pending = row
 
-    def finish(self) -> VerifyReport:
+    def finish(self, more: Sequence[Problem] = ()) -> VerifyReport:
+        """The report; ``more`` are findings of the same walk in other tables."""
         if self._pending is not None:
             self._judge(self._pending, None)
             self._pending = None
         head = self._prev
         last = head.position if head else 0
         if self.anchor is not None and last < self.anchor[0]:
-            for missing in range(last + 1, self.anchor[0] + 1):
-                self._flag("removed", missing, f"gone, though the anchor is at {self.anchor[0]}")
+            self._run("removed", last + 1, self.anchor[0], "gone, though the anchor is here")
+        if self.signed is not None:
+            top = max(self.signed, default=0)
+            if last < top:
+                self._run("removed", last + 1, top, f"gone, though a signed head is at {top}")
+            self._run("unsigned", top + 1, last, f"above the last signed head ({top})")
         return VerifyReport(
             checked=self.checked,
             head_position=head.position if head else 0,
             head_hash=head.hash if head else GENESIS_HASH,
-            problems=tuple(self._problems),
+            problems=(*self._problems, *more),
         )
+
+    def _run(self, kind: ProblemKind, first: int, last: int, detail: str) -> None:
+        """Flag positions ``first..last``: one by one, then the rest of a long run at once."""
+        for position in range(first, min(last, first + LISTED_RUN - 1) + 1):
+            self._flag(kind, position, detail)
+        if last >= first + LISTED_RUN:
+            rest = f"{detail}; and every position up to {last}"
+            self._flag(kind, first + LISTED_RUN, rest)
 
     def _flag(self, kind: ProblemKind, position: int, detail: str) -> None:
         if position not in self._flagged:
@@ -225,6 +272,11 @@ class ChainVerifier:
         anchor = self.anchor
         if anchor is not None and row.position == anchor[0] and row.hash != anchor[1]:
             self._flag("changed", row.position, "hash differs from the recorded anchor")
+        signed = self.signed.get(row.position) if self.signed else None
+        if signed is not None and row.hash != signed:
+            below = max((p for p in self.signed or {} if p < row.position), default=0)
+            detail = f"differs from the signed head: a row in {below + 1}..{row.position} changed"
+            self._flag("changed", row.position, detail)
         prev = self._prev
         expected_position = prev.position + 1 if prev else 1
         if row.position < expected_position:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
@@ -37,6 +38,7 @@ from urllib.parse import parse_qs, urlsplit, urlunsplit
 import asyncpg
 
 from croupier.ledger import (
+    HeadNotSigned,
     Ledger,
     OutboxMessage,
     PendingMessage,
@@ -45,15 +47,17 @@ from croupier.ledger import (
 )
 from croupier.ledger.batch import (
     Plan,
-    PublishedFloor,
     batch_keys,
     batch_streams,
     outbox_ids,
     plan_append,
     recorded,
 )
-from croupier.ledger.chain import GENESIS_HASH, ChainRow, format_timestamp
+from croupier.ledger.chain import GENESIS_HASH, ChainRow, canonical_json, format_timestamp
 from croupier.ledger.migrate import migrations
+from croupier.ledger.outbox import OutboxRow, PublishedFloor
+from croupier.ledger.signing import LedgerKey
+from croupier.ledger.trust import HEADS_SCANNED, HeadRow, MarkRow, Trust
 
 if TYPE_CHECKING:
     from asyncpg.pool import PoolConnectionProxy
@@ -83,9 +87,18 @@ _INSERT_EVENTS = f"""
         WITH ORDINALITY AS r(stream, version, type, data, key, prev, hash, ord)
 """
 _INSERT_OUTBOX = """
-    INSERT INTO outbox (message_id, position, exchange, routing_key, body)
-    SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::json[])
+    INSERT INTO outbox (message_id, position, exchange, routing_key, body, event_hash)
+    SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::json[], $6::text[])
 """
+_INSERT_HEAD = (
+    "INSERT INTO ledger_heads (position, hash, key_id, signature) VALUES ($1, $2, $3, $4)"
+)
+_HEAD_COLUMNS = "id, position, hash, key_id, signature"
+_OUTBOX_COLUMNS = (
+    "o.seq, o.message_id, o.exchange, o.routing_key, o.body::text, o.position, o.event_hash, "
+    "ARRAY(SELECT p.mark FROM outbox_published p WHERE p.message_id = o.message_id), "
+    "EXISTS (SELECT 1 FROM outbox_set_aside s WHERE s.message_id = o.message_id)"
+)
 
 
 #: Server settings of every session unless the URL's query sets them (see the docstring).
@@ -111,13 +124,18 @@ def session_settings(url: str) -> dict[str, str]:
 class PostgresLedger(Ledger):
     """The ledger in PostgreSQL; the pool is created on first use."""
 
-    def __init__(self, url: str, *, min_size: int = 1, max_size: int = 10) -> None:
+    dialect = "postgres"
+
+    def __init__(
+        self, url: str, *, key: LedgerKey | None = None, min_size: int = 1, max_size: int = 10
+    ) -> None:
         self.url = url
+        self.trust = Trust(key)
         self._min_size = min_size
         self._max_size = max_size
         self._pool: asyncpg.Pool | None = None
         self._pool_lock = asyncio.Lock()
-        self._published = PublishedFloor()
+        self._floor = PublishedFloor()
 
     async def pool(self) -> asyncpg.Pool:
         """The connection pool (created on first call)."""
@@ -153,6 +171,12 @@ class PostgresLedger(Ledger):
                     applied.append(migration.name)
         return applied
 
+    async def schema_version(self) -> int:
+        pool = await self.pool()
+        if await pool.fetchval("SELECT to_regclass('schema_migrations')") is None:
+            return 0
+        return int(await pool.fetchval("SELECT coalesce(max(version), 0) FROM schema_migrations"))
+
     async def append(
         self, appends: Sequence[StreamAppend], outbox: Sequence[OutboxMessage] = ()
     ) -> list[RecordedEvent]:
@@ -162,17 +186,38 @@ class PostgresLedger(Ledger):
         ids = outbox_ids(outbox)
         async with (await self.pool()).acquire() as conn, conn.transaction():
             await conn.execute("SELECT pg_advisory_xact_lock($1)", APPEND_LOCK)
+            head = await _head(conn)
             plan = plan_append(
                 appends,
                 outbox,
                 existing={row.key: row for row in await _rows_by_key(conn, keys)},
                 versions=await _versions(conn, batch_streams(appends)),
-                head=await _head(conn),
+                head=head,
                 existing_outbox=await _outbox_by_id(conn, ids),
                 recorded_at=datetime.now(UTC),
             )
+            if plan.rows and self.trust.signing:
+                await self._check_head(conn, head)
+                last = plan.rows[-1]
+                await conn.execute(_INSERT_HEAD, *self.trust.sign_head(last.position, last.hash))
             await self._write(conn, plan)
         return plan.results
+
+    async def _check_head(self, conn: Conn, head: tuple[int, str]) -> None:
+        """Refuse to append after rows this key did not sign (inside the append lock)."""
+        if head == self.trust.head or head[0] == 0:
+            return
+        rows = await conn.fetch(
+            f"SELECT {_HEAD_COLUMNS} FROM ledger_heads WHERE position = $1 ORDER BY id DESC "
+            f"LIMIT {HEADS_SCANNED}",
+            head[0],
+        )
+        any_heads = bool(rows) or bool(
+            await conn.fetchval("SELECT EXISTS (SELECT FROM ledger_heads)")
+        )
+        if not self.trust.accept_head(head, [HeadRow(*r) for r in rows], any_heads):
+            signed = await conn.fetchval("SELECT coalesce(max(position), 0) FROM ledger_heads")
+            raise HeadNotSigned(head[0], int(signed))
 
     async def _write(self, conn: Conn, plan: Plan) -> None:
         """Insert the planned rows (inside the append transaction, lock held)."""
@@ -218,37 +263,37 @@ class PostgresLedger(Ledger):
         value = await (await self.pool()).fetchval("SELECT max(position) FROM events")
         return int(value or 0)
 
-    async def pending_outbox(self, limit: int = 100) -> list[PendingMessage]:
-        rows = await (await self.pool()).fetch(
-            "SELECT message_id, exchange, routing_key, body, position, seq FROM outbox o "
-            "WHERE seq > $2 AND NOT EXISTS "
-            "(SELECT 1 FROM outbox_published p WHERE p.message_id = o.message_id) AND NOT EXISTS "
-            "(SELECT 1 FROM outbox_set_aside s WHERE s.message_id = o.message_id)"
-            " ORDER BY seq LIMIT $1",
-            limit,
-            self._published.seq,
-        )
-        self._published.listed([(r["message_id"], r["seq"]) for r in rows])
-        return [
-            PendingMessage(
-                r["message_id"],
-                r["exchange"],
-                r["routing_key"],
-                json.loads(r["body"]),
-                r["position"],
-            )
-            for r in rows
-        ]
-
     async def mark_published(self, message_ids: Iterable[str]) -> None:
         ids = list(dict.fromkeys(message_ids))
-        if ids:
-            await (await self.pool()).execute(
-                "INSERT INTO outbox_published (message_id) SELECT message_id FROM outbox "
-                "WHERE message_id = ANY($1::text[]) ON CONFLICT DO NOTHING",
-                ids,
+        if not ids:
+            return
+        async with (await self.pool()).acquire() as conn, conn.transaction():
+            known = [
+                r[0]
+                for r in await conn.fetch(
+                    "SELECT message_id FROM outbox WHERE message_id = ANY($1::text[]) "
+                    "ORDER BY message_id",
+                    ids,
+                )
+            ]
+            mark = None
+            if known and self.trust.signing:
+                key_id, signature = self.trust.sign_mark(known)
+                mark = await conn.fetchval(
+                    "INSERT INTO outbox_marks (message_ids, key_id, signature) "
+                    "VALUES ($1::json, $2, $3) RETURNING mark",
+                    canonical_json(known),
+                    key_id,
+                    signature,
+                )
+                self.trust.remember_mark(mark, known)
+            await conn.execute(
+                "INSERT INTO outbox_published (message_id, mark) "
+                "SELECT unnest($1::text[]), $2::bigint ON CONFLICT DO NOTHING",
+                known,
+                mark,
             )
-            self._published.marked(ids)
+        self._floor.marked(ids)
 
     async def open_streams(self, prefix: str, closing: Sequence[str], limit: int) -> list[str]:
         rows = await (await self.pool()).fetch(
@@ -260,28 +305,28 @@ class PostgresLedger(Ledger):
         )
         return [r[0] for r in rows]
 
-    async def set_aside(self, reasons: Mapping[str, str]) -> None:
-        if reasons:
-            await (await self.pool()).execute(
-                "INSERT INTO outbox_set_aside (message_id, reason) "
-                "SELECT o.message_id, r.reason FROM unnest($1::text[], $2::text[]) "
-                "AS r(message_id, reason) JOIN outbox o ON o.message_id = r.message_id "
-                "ON CONFLICT DO NOTHING",
-                list(reasons),
-                list(reasons.values()),
-            )
-            self._published.marked(list(reasons))
+    async def _record_set_aside(self, reasons: Mapping[str, str]) -> None:
+        await (await self.pool()).execute(
+            "INSERT INTO outbox_set_aside (message_id, reason) "
+            "SELECT o.message_id, r.reason FROM unnest($1::text[], $2::text[]) "
+            "AS r(message_id, reason) JOIN outbox o ON o.message_id = r.message_id "
+            "ON CONFLICT DO NOTHING",
+            list(reasons),
+            list(reasons.values()),
+        )
 
     async def set_aside_messages(self, limit: int = 100) -> list[tuple[PendingMessage, str]]:
         rows = await (await self.pool()).fetch(
-            "SELECT o.message_id, o.exchange, o.routing_key, o.body, o.position, s.reason "
-            "FROM outbox_set_aside s JOIN outbox o ON o.message_id = s.message_id "
+            "SELECT o.message_id, o.exchange, o.routing_key, o.body, o.position, s.reason, "
+            "o.event_hash FROM outbox_set_aside s JOIN outbox o ON o.message_id = s.message_id "
             "WHERE NOT EXISTS "
             "(SELECT 1 FROM outbox_published p WHERE p.message_id = s.message_id) "
             "ORDER BY o.seq LIMIT $1",
             limit,
         )
-        return [(PendingMessage(r[0], r[1], r[2], json.loads(r[3]), r[4]), r[5]) for r in rows]
+        return [
+            (PendingMessage(r[0], r[1], r[2], json.loads(r[3]), r[4], r[6]), r[5]) for r in rows
+        ]
 
     async def hold_lease(self, name: str, holder: str, seconds: float) -> bool:
         # The database's clock decides, so instances need not agree on the time.
@@ -310,6 +355,67 @@ class PostgresLedger(Ledger):
         )
         return [_chain_row(row) for row in rows]
 
+    async def _outbox_after(self, after_seq: int, limit: int) -> list[OutboxRow]:
+        rows = await (await self.pool()).fetch(
+            f"SELECT {_OUTBOX_COLUMNS} FROM outbox o WHERE o.seq > $1 ORDER BY o.seq LIMIT $2",
+            after_seq,
+            limit,
+        )
+        return [_outbox_row(row) for row in rows]
+
+    async def _outbox_between(self, low: int, high: int) -> list[OutboxRow]:
+        rows = await (await self.pool()).fetch(
+            f"SELECT {_OUTBOX_COLUMNS} FROM outbox o WHERE o.position > $1 AND o.position <= $2 "
+            "ORDER BY o.position, o.seq",
+            low,
+            high,
+        )
+        return [_outbox_row(row) for row in rows]
+
+    async def _marks(self, marks: Sequence[int]) -> list[MarkRow]:
+        rows = await (await self.pool()).fetch(
+            "SELECT mark, message_ids::text, key_id, signature FROM outbox_marks "
+            "WHERE mark = ANY($1::bigint[])",
+            list(marks),
+        )
+        return [_mark_row(row) for row in rows]
+
+    async def _mark_page(self, after_mark: int, limit: int) -> list[MarkRow]:
+        rows = await (await self.pool()).fetch(
+            "SELECT mark, message_ids::text, key_id, signature FROM outbox_marks "
+            "WHERE mark > $1 ORDER BY mark LIMIT $2",
+            after_mark,
+            limit,
+        )
+        return [_mark_row(row) for row in rows]
+
+    async def _marker_page(self, after: tuple[int, str], limit: int) -> list[tuple[int, str]]:
+        rows = await (await self.pool()).fetch(
+            "SELECT coalesce(mark, -1) AS m, message_id FROM outbox_published "
+            "WHERE (coalesce(mark, -1), message_id) > ($1, $2) ORDER BY m, message_id LIMIT $3",
+            after[0],
+            after[1],
+            limit,
+        )
+        return [(row[0], row[1]) for row in rows]
+
+    async def _heads_from(self, position: int, limit: int = HEADS_SCANNED) -> list[HeadRow]:
+        rows = await (await self.pool()).fetch(
+            f"SELECT {_HEAD_COLUMNS} FROM ledger_heads WHERE position >= $1 "
+            "ORDER BY position, id LIMIT $2",
+            position,
+            limit,
+        )
+        return [HeadRow(*row) for row in rows]
+
+    async def _head_page(self, after_id: int, limit: int) -> list[HeadRow]:
+        rows = await (await self.pool()).fetch(
+            f"SELECT {_HEAD_COLUMNS} FROM ledger_heads WHERE id > $1 ORDER BY id LIMIT $2",
+            after_id,
+            limit,
+        )
+        return [HeadRow(*row) for row in rows]
+
 
 # The lookups go through LATERAL (... LIMIT 1): a subquery with LIMIT cannot be flattened
 # into a join, so each key is one index probe. A plain `= ANY($1)` or join lets a planner
@@ -329,6 +435,17 @@ _OUTBOX_BY_ID = """
         WHERE outbox.message_id = k.id LIMIT 1
     ) AS o
 """
+
+
+def _outbox_row(row: asyncpg.Record) -> OutboxRow:
+    seq, message_id, exchange, routing_key, body, position, event_hash = row[:7]
+    return OutboxRow(
+        seq, message_id, exchange, routing_key, body, position, event_hash, tuple(row[7]), row[8]
+    )
+
+
+def _mark_row(row: asyncpg.Record) -> MarkRow:
+    return MarkRow(row[0], tuple(json.loads(row[1])), row[2], row[3])
 
 
 def _chain_row(row: asyncpg.Record | Sequence[Any]) -> ChainRow:
@@ -380,3 +497,50 @@ async def create_database_if_missing(url: str) -> bool:
         return True
     finally:
         await admin.close()
+
+
+SERVICE_GROUP = "croupier_app"
+_ROLE_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+
+async def ensure_service_role(url: str, role: str, password: str | None = None) -> bool:
+    """Make ``role`` a login role with only ``croupier_app``'s rights; True when created.
+
+    Run as the ledger's owner after ``migrate`` (which creates ``croupier_app``). The role
+    gets LOGIN and membership of ``croupier_app`` and nothing else: no superuser, no
+    CREATEDB or CREATEROLE, no replication, owner of nothing. An existing role is granted
+    the membership (and the password, if given); an existing superuser is refused.
+    """
+    if not _ROLE_NAME.match(role):
+        raise ValueError(f"role name {role!r}: use lowercase letters, digits and _")
+    conn = await asyncpg.connect(url)
+    try:
+        async with conn.transaction():
+            found = await conn.fetchrow(
+                "SELECT rolsuper OR rolcreaterole OR rolbypassrls FROM pg_roles WHERE rolname = $1",
+                role,
+            )
+            if found is not None and found[0]:
+                raise ValueError(f"role {role!r} is privileged; the service role must not be")
+            if found is None:
+                statement = await conn.fetchval(
+                    "SELECT format('CREATE ROLE %I LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE "
+                    "INHERIT NOREPLICATION NOBYPASSRLS IN ROLE croupier_app', $1::text)",
+                    role,
+                )
+                await conn.execute(statement)
+            else:
+                await conn.execute(
+                    await conn.fetchval("SELECT format('GRANT croupier_app TO %I', $1::text)", role)
+                )
+            if password is not None:
+                await conn.execute(
+                    await conn.fetchval(
+                        "SELECT format('ALTER ROLE %I PASSWORD %L', $1::text, $2::text)",
+                        role,
+                        password,
+                    )
+                )
+        return found is None
+    finally:
+        await conn.close()

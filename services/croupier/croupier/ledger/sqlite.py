@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from croupier.ledger import (
+    HeadNotSigned,
     Ledger,
     OutboxMessage,
     PendingMessage,
@@ -32,22 +33,32 @@ from croupier.ledger import (
     StreamAppend,
 )
 from croupier.ledger.batch import (
-    PublishedFloor,
     batch_keys,
     batch_streams,
     outbox_ids,
     plan_append,
     recorded,
 )
-from croupier.ledger.chain import GENESIS_HASH, ChainRow
+from croupier.ledger.chain import GENESIS_HASH, ChainRow, canonical_json
 from croupier.ledger.migrate import migrations, split_sqlite_script
+from croupier.ledger.outbox import OutboxRow, PublishedFloor
+from croupier.ledger.signing import LedgerKey
+from croupier.ledger.trust import HEADS_SCANNED, HeadRow, MarkRow, Trust
 
 T = TypeVar("T")
 
 _COLUMNS = "position, stream, version, type, data, key, recorded_at, prev_hash, hash"
 _INSERT_EVENT = f"INSERT INTO events ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 _INSERT_OUTBOX = (
-    "INSERT INTO outbox (message_id, position, exchange, routing_key, body) VALUES (?, ?, ?, ?, ?)"
+    "INSERT INTO outbox (message_id, position, exchange, routing_key, body, event_hash) "
+    "VALUES (?, ?, ?, ?, ?, ?)"
+)
+_INSERT_HEAD = "INSERT INTO ledger_heads (position, hash, key_id, signature) VALUES (?, ?, ?, ?)"
+_HEAD_COLUMNS = "id, position, hash, key_id, signature"
+_OUTBOX_COLUMNS = (
+    "o.seq, o.message_id, o.exchange, o.routing_key, o.body, o.position, o.event_hash, "
+    "(SELECT json_group_array(p.mark) FROM outbox_published p WHERE p.message_id = o.message_id), "
+    "EXISTS (SELECT 1 FROM outbox_set_aside s WHERE s.message_id = o.message_id)"
 )
 _CHUNK = 500  # host parameters per IN (...) list
 
@@ -99,21 +110,31 @@ class _Connection:
 class SqliteLedger(Ledger):
     """The ledger in one SQLite file (or ``:memory:``)."""
 
-    def __init__(self, path: str) -> None:
+    dialect = "sqlite"
+
+    def __init__(self, path: str, *, key: LedgerKey | None = None) -> None:
         self.path = path
+        self.trust = Trust(key)
         self._writer = _Connection(path)
         self._reader = self._writer if path == ":memory:" else _Connection(path)
-        self._published = PublishedFloor()
+        self._floor = PublishedFloor()
 
     async def migrate(self) -> list[str]:
         return await self._writer.run(_migrate)
+
+    async def schema_version(self) -> int:
+        sql = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
+        if not await self._read(sql, ()):
+            return 0
+        rows = await self._read("SELECT coalesce(max(version), 0) FROM schema_migrations", ())
+        return int(rows[0][0])
 
     async def append(
         self, appends: Sequence[StreamAppend], outbox: Sequence[OutboxMessage] = ()
     ) -> list[RecordedEvent]:
         if not appends and not outbox:
             return []
-        return await self._writer.run(lambda conn: _append(conn, appends, outbox))
+        return await self._writer.run(lambda conn: _append(conn, appends, outbox, self.trust))
 
     async def read_streams(self, streams: Sequence[str]) -> dict[str, list[RecordedEvent]]:
         sql = f"SELECT {_COLUMNS} FROM events WHERE stream IN ({{marks}})"
@@ -135,23 +156,11 @@ class SqliteLedger(Ledger):
         rows = await self._read("SELECT MAX(position) FROM events", ())
         return int(rows[0][0] or 0)
 
-    async def pending_outbox(self, limit: int = 100) -> list[PendingMessage]:
-        sql = (
-            "SELECT message_id, exchange, routing_key, body, position, seq FROM outbox o "
-            "WHERE seq > ? AND NOT EXISTS "
-            "(SELECT 1 FROM outbox_published p WHERE p.message_id = o.message_id) AND NOT EXISTS "
-            "(SELECT 1 FROM outbox_set_aside s WHERE s.message_id = o.message_id)"
-            " ORDER BY seq LIMIT ?"
-        )
-        rows = await self._read(sql, (self._published.seq, limit))
-        self._published.listed([(r[0], r[5]) for r in rows])
-        return [PendingMessage(r[0], r[1], r[2], json.loads(r[3]), r[4]) for r in rows]
-
     async def mark_published(self, message_ids: Iterable[str]) -> None:
         ids = list(dict.fromkeys(message_ids))
         if ids:
-            await self._writer.run(lambda conn: _mark_published(conn, ids))
-            self._published.marked(ids)
+            await self._writer.run(lambda conn: _mark_published(conn, ids, self.trust))
+            self._floor.marked(ids)
 
     async def run_writing(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``work`` on the write connection in a worker thread, serialised with appends.
@@ -174,22 +183,22 @@ class SqliteLedger(Ledger):
         rows = await self._read(sql, (len(prefix), prefix, *closing, limit))
         return [r[0] for r in rows]
 
-    async def set_aside(self, reasons: Mapping[str, str]) -> None:
-        if reasons:
-            rows = [(reason, message_id) for message_id, reason in reasons.items()]
-            await self._writer.run(lambda conn: _write(conn, _SET_ASIDE, rows))
-            self._published.marked(list(reasons))
+    async def _record_set_aside(self, reasons: Mapping[str, str]) -> None:
+        rows = [(reason, message_id) for message_id, reason in reasons.items()]
+        await self._writer.run(lambda conn: _write(conn, _SET_ASIDE, rows))
 
     async def set_aside_messages(self, limit: int = 100) -> list[tuple[PendingMessage, str]]:
         sql = (
-            "SELECT o.message_id, o.exchange, o.routing_key, o.body, o.position, s.reason "
-            "FROM outbox_set_aside s JOIN outbox o ON o.message_id = s.message_id "
+            "SELECT o.message_id, o.exchange, o.routing_key, o.body, o.position, s.reason, "
+            "o.event_hash FROM outbox_set_aside s JOIN outbox o ON o.message_id = s.message_id "
             "WHERE NOT EXISTS "
             "(SELECT 1 FROM outbox_published p WHERE p.message_id = s.message_id) "
             "ORDER BY o.seq LIMIT ?"
         )
         rows = await self._read(sql, (limit,))
-        return [(PendingMessage(r[0], r[1], r[2], json.loads(r[3]), r[4]), r[5]) for r in rows]
+        return [
+            (PendingMessage(r[0], r[1], r[2], json.loads(r[3]), r[4], r[6]), r[5]) for r in rows
+        ]
 
     async def hold_lease(self, name: str, holder: str, seconds: float) -> bool:
         now = time.time()
@@ -207,6 +216,51 @@ class SqliteLedger(Ledger):
     async def _chain_page(self, after_position: int, limit: int) -> list[ChainRow]:
         sql = f"SELECT {_COLUMNS} FROM events WHERE position > ? ORDER BY position LIMIT ?"
         return [ChainRow(*row) for row in await self._read(sql, (after_position, limit))]
+
+    async def _outbox_after(self, after_seq: int, limit: int) -> list[OutboxRow]:
+        sql = f"SELECT {_OUTBOX_COLUMNS} FROM outbox o WHERE o.seq > ? ORDER BY o.seq LIMIT ?"
+        return [_outbox_row(row) for row in await self._read(sql, (after_seq, limit))]
+
+    async def _outbox_between(self, low: int, high: int) -> list[OutboxRow]:
+        sql = (
+            f"SELECT {_OUTBOX_COLUMNS} FROM outbox o WHERE o.position > ? AND o.position <= ? "
+            "ORDER BY o.position, o.seq"
+        )
+        return [_outbox_row(row) for row in await self._read(sql, (low, high))]
+
+    async def _marks(self, marks: Sequence[int]) -> list[MarkRow]:
+        sql = (
+            "SELECT mark, message_ids, key_id, signature FROM outbox_marks WHERE mark IN ({marks})"
+        )
+        found = await self._reader.run(
+            lambda conn: list(_in_chunks(conn, sql, [str(m) for m in marks]))
+        )
+        return [_mark_row(row) for row in found]
+
+    async def _mark_page(self, after_mark: int, limit: int) -> list[MarkRow]:
+        sql = (
+            "SELECT mark, message_ids, key_id, signature FROM outbox_marks WHERE mark > ? "
+            "ORDER BY mark LIMIT ?"
+        )
+        return [_mark_row(row) for row in await self._read(sql, (after_mark, limit))]
+
+    async def _marker_page(self, after: tuple[int, str], limit: int) -> list[tuple[int, str]]:
+        sql = (
+            "SELECT coalesce(mark, -1) AS m, message_id FROM outbox_published "
+            "WHERE (coalesce(mark, -1), message_id) > (?, ?) ORDER BY m, message_id LIMIT ?"
+        )
+        return [(r[0], r[1]) for r in await self._read(sql, (after[0], after[1], limit))]
+
+    async def _heads_from(self, position: int, limit: int = HEADS_SCANNED) -> list[HeadRow]:
+        sql = (
+            f"SELECT {_HEAD_COLUMNS} FROM ledger_heads WHERE position >= ? "
+            "ORDER BY position, id LIMIT ?"
+        )
+        return [HeadRow(*row) for row in await self._read(sql, (position, limit))]
+
+    async def _head_page(self, after_id: int, limit: int) -> list[HeadRow]:
+        sql = f"SELECT {_HEAD_COLUMNS} FROM ledger_heads WHERE id > ? ORDER BY id LIMIT ?"
+        return [HeadRow(*row) for row in await self._read(sql, (after_id, limit))]
 
     async def _read(self, sql: str, params: Sequence[Any]) -> list[Any]:
         return await self._reader.run(lambda conn: conn.execute(sql, params).fetchall())
@@ -239,21 +293,29 @@ def _migrate(conn: sqlite3.Connection) -> list[str]:
 
 
 def _append(
-    conn: sqlite3.Connection, appends: Sequence[StreamAppend], outbox: Sequence[OutboxMessage]
+    conn: sqlite3.Connection,
+    appends: Sequence[StreamAppend],
+    outbox: Sequence[OutboxMessage],
+    trust: Trust,
 ) -> list[RecordedEvent]:
     keys = batch_keys(appends)
     ids = outbox_ids(outbox)
     conn.execute("BEGIN IMMEDIATE")
     try:
+        head = _head(conn)
         plan = plan_append(
             appends,
             outbox,
             existing={row.key: row for row in _rows_by_key(conn, keys)},
             versions=_versions(conn, batch_streams(appends)),
-            head=_head(conn),
+            head=head,
             existing_outbox=_outbox_by_id(conn, ids),
             recorded_at=datetime.now(UTC),
         )
+        if plan.rows and trust.signing:
+            _check_head(conn, head, trust)
+            last = plan.rows[-1]
+            conn.execute(_INSERT_HEAD, trust.sign_head(last.position, last.hash))
         conn.executemany(_INSERT_EVENT, plan.rows)
         conn.executemany(_INSERT_OUTBOX, plan.outbox)
         conn.execute("COMMIT")
@@ -261,6 +323,36 @@ def _append(
         conn.execute("ROLLBACK")
         raise
     return plan.results
+
+
+def _check_head(conn: sqlite3.Connection, head: tuple[int, str], trust: Trust) -> None:
+    """Refuse to append after rows this key did not sign (inside the write transaction)."""
+    if head == trust.head or head[0] == 0:
+        return
+    rows = conn.execute(
+        f"SELECT {_HEAD_COLUMNS} FROM ledger_heads WHERE position = ? ORDER BY id DESC "
+        f"LIMIT {HEADS_SCANNED}",
+        (head[0],),
+    ).fetchall()
+    any_heads = (
+        bool(rows) or conn.execute("SELECT EXISTS (SELECT 1 FROM ledger_heads)").fetchone()[0]
+    )
+    if not trust.accept_head(head, [HeadRow(*r) for r in rows], bool(any_heads)):
+        signed = conn.execute("SELECT coalesce(max(position), 0) FROM ledger_heads").fetchone()[0]
+        raise HeadNotSigned(head[0], int(signed))
+
+
+def _outbox_row(row: Sequence[Any]) -> OutboxRow:
+    marks = tuple(json.loads(row[7])) if row[7] else ()
+    seq, message_id, exchange, routing_key, body, position, event_hash = row[:7]
+    aside = bool(row[8])
+    return OutboxRow(
+        seq, message_id, exchange, routing_key, body, position, event_hash, marks, aside
+    )
+
+
+def _mark_row(row: Sequence[Any]) -> MarkRow:
+    return MarkRow(row[0], tuple(json.loads(row[1])), row[2], row[3])
 
 
 def _in_chunks(
@@ -321,15 +413,26 @@ def _write(conn: sqlite3.Connection, sql: str, rows: list[tuple[Any, ...]]) -> l
     return returned
 
 
-def _mark_published(conn: sqlite3.Connection, ids: list[str]) -> None:
+def _mark_published(conn: sqlite3.Connection, ids: list[str], trust: Trust) -> None:
     conn.execute("BEGIN IMMEDIATE")
     try:
+        sql = "SELECT message_id FROM outbox WHERE message_id IN ({marks})"
+        known = sorted(row[0] for row in _in_chunks(conn, sql, ids))
+        mark = None
+        if known and trust.signing:
+            key_id, signature = trust.sign_mark(known)
+            mark = conn.execute(
+                "INSERT INTO outbox_marks (message_ids, key_id, signature) VALUES (?, ?, ?) "
+                "RETURNING mark",
+                (canonical_json(known), key_id, signature),
+            ).fetchone()[0]
         conn.executemany(
-            "INSERT OR IGNORE INTO outbox_published (message_id) "
-            "SELECT message_id FROM outbox WHERE message_id = ?",
-            [(message_id,) for message_id in ids],
+            "INSERT OR IGNORE INTO outbox_published (message_id, mark) VALUES (?, ?)",
+            [(message_id, mark) for message_id in known],
         )
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
         raise
+    if mark is not None:
+        trust.remember_mark(mark, known)

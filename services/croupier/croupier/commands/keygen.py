@@ -1,0 +1,35 @@
+"""``croupier keygen``: make the Ed25519 key pair the service signs the ledger's heads with."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from croupier.ledger.signing import LedgerKey, SigningKeyError
+
+
+def register(subparsers: argparse._SubParsersAction[Any]) -> None:
+    """Add the ``keygen`` sub-command."""
+    parser = subparsers.add_parser(
+        "keygen",
+        help="make the ledger signing key pair (private key for the service, public for audits)",
+    )
+    parser.add_argument(
+        "--out", type=Path, required=True, help="folder for ledger-signing.key and .pub"
+    )
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Write the pair; never overwrites an existing key."""
+    try:
+        private, public = LedgerKey.generate().write(args.out)
+    except (SigningKeyError, OSError) as error:
+        print(f"croupier keygen: {error}", file=sys.stderr)
+        return 2
+    print(f"signing key (service only, mode 0600): {private}")
+    print(f"public key (for `croupier verify --public-key`): {public}")
+    print(f"for the service: CROUPIER_LEDGER_SIGNING_KEY={private}")
+    return 0

@@ -1,0 +1,145 @@
+"""What ``verify`` checks beyond the hash chain: signed heads, the outbox, publish markers.
+
+* Head rows: each must carry this public key's signature over its (position, hash);
+  the valid ones become the chain's anchors (``ChainVerifier.signed``).
+* Outbox rows: each must name an event of the chain by position and hash and, given the
+  rule that says what each event puts in the outbox, be exactly one of those messages.
+  A message the rule calls for that is not in the outbox is *missing* (suppressed). Rows
+  on an ``unruled`` exchange (dead letters) are checked for their event only.
+* Publish marks and markers: each mark must carry this key's signature over its message
+  ids, and each marker must belong to such a mark that lists its message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Collection, Sequence
+from typing import NamedTuple
+
+from croupier.ledger.chain import ChainRow, Problem
+from croupier.ledger.outbox import OutboxRow
+from croupier.ledger.signing import LedgerPublicKey
+from croupier.ledger.trust import HeadRow, MarkRow
+
+
+class Expected(NamedTuple):
+    """An outbox message as an event calls for it; ``body`` is canonical JSON text."""
+
+    message_id: str
+    exchange: str
+    routing_key: str
+    body: str
+
+
+#: What an event (type, canonical data text) puts in the outbox.
+OutboxRule = Callable[[str, str], list[Expected]]
+
+HeadPage = Callable[[int, int], Awaitable[list[HeadRow]]]
+MarkPage = Callable[[int, int], Awaitable[list[MarkRow]]]
+MarkerPage = Callable[[tuple[int, str], int], Awaitable[list[tuple[int, str]]]]
+
+
+class Audit:
+    """Findings outside the events table, gathered during one ``verify`` walk."""
+
+    def __init__(
+        self,
+        public_key: LedgerPublicKey | None,
+        rule: OutboxRule | None,
+        unruled: Collection[str] = (),
+    ) -> None:
+        self.public_key = public_key
+        self.rule = rule
+        self.unruled = unruled
+        self.problems: list[Problem] = []
+
+    def _flag(self, table: str, kind: str, position: int, row: str, detail: str) -> None:
+        self.problems.append(Problem(kind, position, detail, table, row))  # type: ignore[arg-type]
+
+    async def heads(self, page: HeadPage, size: int) -> dict[int, str]:
+        """The validly signed heads (position: hash); every other head row is flagged."""
+        assert self.public_key is not None
+        signed: dict[int, str] = {}
+        after = 0
+        while rows := await page(after, size):
+            for head in rows:
+                name = f"id {head.id} position {head.position}"
+                if not self.public_key.verify_head(head.position, head.hash, head.signature):
+                    why = (
+                        "signed with another key"
+                        if head.key_id != self.public_key.key_id
+                        else "signature does not match"
+                    )
+                    self._flag("ledger_heads", "forged", head.position, name, why)
+                elif signed.get(head.position, head.hash) != head.hash:
+                    self._flag("ledger_heads", "forged", head.position, name, "two signed hashes")
+                else:
+                    signed[head.position] = head.hash
+            after = rows[-1].id
+        return signed
+
+    def outbox(self, events: Sequence[ChainRow], rows: Sequence[OutboxRow]) -> None:
+        """Judge the outbox rows whose positions fall in this page of events."""
+        by_position: dict[int, list[OutboxRow]] = {}
+        for row in rows:
+            by_position.setdefault(row.position, []).append(row)
+        for event in events:
+            found = by_position.pop(event.position, [])
+            self._judge_event(event, found)
+        for position, orphans in by_position.items():
+            for row in orphans:
+                self._flag("outbox", "forged", position, _name(row), "no event at its position")
+
+    def _judge_event(self, event: ChainRow, rows: list[OutboxRow]) -> None:
+        expected = {e.message_id: e for e in self.rule(event.type, event.data)} if self.rule else {}
+        for row in rows:
+            want = expected.pop(row.message_id, None)
+            if row.event_hash != event.hash:
+                why = "names an event hash the chain does not hold here"
+                self._flag("outbox", "forged", row.position, _name(row), why)
+            elif self.rule is None or row.exchange in self.unruled:
+                continue
+            elif want is None:
+                why = f"the {event.type} at this position reports no such message"
+                self._flag("outbox", "forged", row.position, _name(row), why)
+            elif (row.exchange, row.routing_key, row.body) != want[1:]:
+                why = f"differs from what the {event.type} at this position reports"
+                self._flag("outbox", "changed", row.position, _name(row), why)
+        for want in expected.values():
+            why = f"the {event.type} at this position reports it, the outbox lacks it"
+            name = f"message_id {want.message_id}"
+            self._flag("outbox", "missing", event.position, name, why)
+
+    async def marks(self, marks: MarkPage, markers: MarkerPage, size: int) -> None:
+        """Flag marks this key did not sign and markers no valid mark lists."""
+        assert self.public_key is not None
+        valid: set[int] = set()
+        after = 0
+        while rows := await marks(after, size):
+            for row in rows:
+                if self.public_key.verify_mark(row.message_ids, row.signature):
+                    valid.add(row.mark)
+                else:
+                    why = "not signed by this key"
+                    self._flag("outbox_marks", "forged", 0, f"mark {row.mark}", why)
+            after = rows[-1].mark
+        # Markers come ordered by mark: one mark's ids are held at a time.
+        current: tuple[int, frozenset[str]] = (-2, frozenset())
+        cursor = (-(2**63), "")
+        while page := await markers(cursor, size):
+            for mark, message_id in page:
+                if mark != current[0]:
+                    current = (mark, await _ids(marks, mark) if mark in valid else frozenset())
+                if message_id not in current[1]:
+                    why = "no mark signed by this key lists it"
+                    name = f"message_id {message_id} mark {mark if mark >= 0 else 'none'}"
+                    self._flag("outbox_published", "forged", 0, name, why)
+            cursor = page[-1]
+
+
+async def _ids(marks: MarkPage, mark: int) -> frozenset[str]:
+    rows = await marks(mark - 1, 1)
+    return frozenset(rows[0].message_ids) if rows and rows[0].mark == mark else frozenset()
+
+
+def _name(row: OutboxRow) -> str:
+    return f"seq {row.seq} message_id {row.message_id}"

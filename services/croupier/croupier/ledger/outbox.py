@@ -1,0 +1,60 @@
+"""The outbox as the adapters read it back: rows with their markers, and the published floor."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+#: Messages one process may set aside (refused or unpublishable) before it stops listing.
+ASIDE_LIMIT: Final = 100_000
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxRow:
+    """An ``outbox`` row, the marks of its publish markers (None: an unsigned marker), and
+    whether a set-aside row names it."""
+
+    seq: int
+    message_id: str
+    exchange: str
+    routing_key: str
+    body: str
+    position: int
+    event_hash: str
+    marks: tuple[int | None, ...] = ()
+    aside: bool = False
+
+
+class PublishedFloor:
+    """Where ``pending_outbox`` may start: every outbox row with ``seq <= floor`` is done.
+
+    Done means published (a marker that counts) or set aside by this process. Without the
+    floor, listing pending messages would scan the whole outbox, which grows with every
+    result ever published. It holds because outbox rows get their ``seq`` under the append
+    lock, so they become visible in ``seq`` order, and markers are never removed. Listing
+    moves the floor over the done rows it meets before the first pending one; once every
+    row of a listed page is marked published (or set aside), over the whole page.
+    """
+
+    def __init__(self) -> None:
+        self.seq = 0
+        self.aside: set[str] = set()
+        self._page: dict[str, int] = {}
+
+    def listed(self, page: Sequence[tuple[str, int]]) -> None:
+        """``pending_outbox`` returned these (message_id, seq), in seq order."""
+        self._page = dict(page)
+
+    def marked(self, message_ids: Iterable[str]) -> None:
+        """``mark_published`` recorded these message ids."""
+        done = set(message_ids) | self.aside
+        if self._page and self._page.keys() <= done:
+            self.seq = max(self.seq, *self._page.values())
+            self._page = {}
+
+    def set_aside(self, message_ids: Iterable[str]) -> None:
+        """Leave these out from now on (this process will not publish them)."""
+        self.aside.update(message_ids)
+        assert len(self.aside) <= ASIDE_LIMIT, "too many outbox messages set aside"
+        self.marked(())
