@@ -36,7 +36,14 @@ from studio.config import parse_table_specs
 
 pytestmark = pytest.mark.integration
 
-_LEDGER_TABLES = ("events", "outbox", "outbox_published", "outbox_marks", "ledger_heads")
+_LEDGER_TABLES = (
+    "events",
+    "outbox",
+    "outbox_published",
+    "outbox_set_aside",
+    "outbox_marks",
+    "ledger_heads",
+)
 
 
 @dataclass
@@ -55,7 +62,9 @@ class Scene:
         bus, metrics = MemoryBus(), Metrics()
         got: dict[str, Outgoing] = {}
         bus.subscribe("#", lambda message: got.__setitem__(message.message_id, message))
-        await OutboxRelay(self.ledger, bus, metrics).drain()
+        relay = OutboxRelay(self.ledger, bus, metrics)
+        assert await relay.hold()  # the one publisher of this outbox
+        await relay.drain()
         return got, metrics
 
     async def settled(self) -> list[asyncpg.Record]:
@@ -194,7 +203,7 @@ async def test_schema_migrations_is_append_only_and_start_up_only_checks_it(
     await scene.ledger.check_schema()  # current: the service starts
     await scene.as_owner(
         "ALTER TABLE schema_migrations DISABLE TRIGGER USER",
-        "DELETE FROM schema_migrations WHERE version = 2",
+        "DELETE FROM schema_migrations WHERE version = 3",
         "ALTER TABLE schema_migrations ENABLE TRIGGER USER",
     )
     with pytest.raises(SchemaBehind, match="run `croupier migrate` as the database owner"):
