@@ -1,8 +1,18 @@
 """Prometheus metrics: what was consumed, rejected, settled, wagered and returned.
 
-Hold is ``wagered - returned``; RTP is ``returned / wagered``. Both are derived in PromQL
-(deploy/prometheus/rules.yml) from the counters below, per game, pay table, spot and
-currency, and compared with the theoretical RTP of each pay table's PAR sheet.
+Money counters (minor units, per game, pay table, spot and currency) count settled rounds
+only: a voided round's refunds go to ``croupier_refunded_minor_units`` and never inflate
+turnover. Jackpot stakes feed the meter, not the house: the meter's movements are counted
+apart (contributed, awarded, reseeded), so the house's hold is
+``wagered - returned - (contributed - awarded + reseeded)`` (deploy/prometheus/rules.yml).
+
+Every label set a pay table can have is exported from start-up, at zero, for the currencies
+configured: a series that first appears at its first increment hides that increment from
+``increase()``, and hold over a period would come out short.
+
+The integrity counters (:meth:`Metrics.observe_integrity`) are incremented by the process
+that projects them (``croupier project``), once per committed batch, so they add up across
+instances; the since-start totals are gauges read from the read model.
 """
 
 from __future__ import annotations
@@ -23,8 +33,20 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
 from croupier import croupier_version
-from holdem import load_paytable, paytable_ids
-from holdem.odds.par import ParDataError, load_par
+from holdem import Spot, load_paytable, paytable_ids
+from holdem.paytable import PLAY_WAGERS
+
+#: Currencies whose series are exported from start-up unless told otherwise.
+DEFAULT_CURRENCIES = ("EUR",)
+INTEGRITY_FIGURES = (
+    ("rounds", "Settled rounds counted in the integrity statistics"),
+    ("deal_value", "Best-play value of the cards dealt, as a return on the stakes, minor units"),
+    ("deal_expected", "The deal value's exact mean under a fair deal, minor units"),
+    ("deal_variance", "The deal value's exact variance under a fair deal, minor units squared"),
+    ("play_returned", "What the bets returned, minor units"),
+    ("play_expected", "Exact expected return of the decisions taken, minor units"),
+    ("play_variance", "Exact variance of the return given the decisions, minor units squared"),
+)
 
 
 class Metrics:
@@ -112,27 +134,79 @@ class Metrics:
             "How long the longest-held event has waited (0 when none)",
             registry=r,
         )
-        self.theoretical_rtp = Gauge(
-            "croupier_theoretical_rtp",
-            "RTP of the main game under best strategy, from the pay table's PAR sheet",
-            ["game", "paytable"],
+        self.refunded = Counter(
+            "croupier_refunded_minor_units",
+            "Stakes refunded by voided rounds (not turnover), in minor units",
+            labels,
             registry=r,
         )
+        meter = ["game", "paytable", "currency"]
+        self.jackpot_contributed = Counter(
+            "croupier_jackpot_contributed_minor_units",
+            "Jackpot stakes fed into the meter (owed to players, not hold), in minor units",
+            meter,
+            registry=r,
+        )
+        self.jackpot_awarded = Counter(
+            "croupier_jackpot_awarded_minor_units",
+            "Jackpot meter awards paid to winners, in minor units",
+            meter,
+            registry=r,
+        )
+        self.jackpot_reseeded = Counter(
+            "croupier_jackpot_reseeded_minor_units",
+            "What the house put into the meter to bring it back to its seed, in minor units",
+            meter,
+            registry=r,
+        )
+        self.jackpot_meter = Gauge(
+            "croupier_jackpot_meter_minor_units",
+            "The jackpot meter after the last settled round: the liability to players",
+            meter,
+            registry=r,
+        )
+        self.integrity = {
+            name: Counter(
+                f"croupier_integrity_{name}", text, ["game", "paytable", "currency"], registry=r
+            )
+            for name, text in INTEGRITY_FIGURES
+        }
+        self.integrity_total = {
+            name: Gauge(
+                f"croupier_integrity_{name}_since_start",
+                text + ", over the whole ledger (from the read model)",
+                ["game", "paytable", "currency"],
+                registry=r,
+            )
+            for name, text in INTEGRITY_FIGURES
+        }
 
         add_process_metrics(r)
 
-    def publish_theoretical_rtp(self) -> None:
-        """Set each pay table's theoretical RTP from its stored PAR sheet (when there is one)."""
+    def initialise(self, currencies: Iterable[str] = DEFAULT_CURRENCIES) -> None:
+        """Export every label set of every pay table, spot and currency at zero."""
         for paytable_id in paytable_ids():
             table = load_paytable(paytable_id)
-            try:
-                sheet = load_par(table)
-            except ParDataError:
-                continue
-            self.theoretical_rtp.labels(str(table.game), table.id).set(float(sheet.base.rtp()))
+            game = str(table.game)
+            for status in ("settled", "voided"):
+                self.rounds.labels(game, table.id, status)
+            spots = [str(s) for s in Spot if table.offers(s) or s in PLAY_WAGERS]
+            for currency in currencies:
+                for spot in spots:
+                    for counter in (self.wagered, self.returned, self.refunded):
+                        counter.labels(game, table.id, spot, currency)
+                if table.jackpot is not None:
+                    for counter in (
+                        self.jackpot_contributed,
+                        self.jackpot_awarded,
+                        self.jackpot_reseeded,
+                    ):
+                        counter.labels(game, table.id, currency)
+                for figure in self.integrity.values():
+                    figure.labels(game, table.id, currency)
 
     def observe_closed(self, facts: Iterable[Mapping[str, Any]], status: str) -> None:
-        """Count a settled or voided round's wagers and returns."""
+        """Count a settled round's wagers and returns, or a voided round's refunds."""
         for data in facts:
             table = data["paytable"]["id"]
             game = str(load_paytable(table).game)
@@ -146,8 +220,30 @@ class Metrics:
                 total[0] += line["stake"]
                 total[1] += line["returned"]
             for labels, (staked, returned) in sums.items():
-                self.wagered.labels(*labels).inc(staked)
-                self.returned.labels(*labels).inc(returned)
+                if status == "voided":
+                    self.refunded.labels(*labels).inc(returned)
+                else:
+                    self.wagered.labels(*labels).inc(staked)
+                    self.returned.labels(*labels).inc(returned)
+            for move in data.get("jackpot", ()):
+                meter = (game, table, move["currency"])
+                self.jackpot_contributed.labels(*meter).inc(move["contributed"])
+                self.jackpot_awarded.labels(*meter).inc(move["awarded"])
+                self.jackpot_reseeded.labels(*meter).inc(move["reseeded"])
+                self.jackpot_meter.labels(*meter).set(move["after"])
+
+    def observe_integrity(self, labels: tuple[str, str, str], figures: Mapping[str, float]) -> None:
+        """Add one committed batch's integrity figures of a game, pay table and currency."""
+        for name, value in figures.items():
+            if value:
+                self.integrity[name].labels(*labels).inc(value)
+
+    def set_integrity_totals(
+        self, labels: tuple[str, str, str], figures: Mapping[str, float]
+    ) -> None:
+        """The since-start totals of a game, pay table and currency, from the read model."""
+        for name, value in figures.items():
+            self.integrity_total[name].labels(*labels).set(value)
 
 
 def add_process_metrics(registry: CollectorRegistry) -> None:

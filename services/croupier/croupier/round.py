@@ -471,11 +471,21 @@ class Round:
             SETTLED,
             f"{snap.event.event_id}:settled",
             paytable=_paytable_data(table),
+            deal=_deal_data(deal),
+            folds=self._folds(),
             hands=hands,
             results=results,
             jackpot=movements,
             postings=postings(results, movements),
         )
+
+    def _folds(self) -> dict[str, str]:
+        """The stage of each fold decision, by ante (calls and bets show in the results)."""
+        return {
+            ante: str(stage)
+            for (ante, stage), decision in sorted(self.decisions.items())
+            if decision.action is Action.FOLD
+        }
 
     def _void(self, event: RoundVoided, snap: Snapshot) -> Fact:
         results: list[dict[str, Any]] = []
@@ -601,6 +611,15 @@ class Round:
             if (d := self.decisions.get((ante_bet_id, s.stage))) is not None
         }
         return folds_before(game, stage, decided)
+
+
+def _deal_data(deal: holdem.Deal) -> dict[str, Any]:
+    """The cards a round was settled on, as card text: what its integrity terms come from."""
+    return {
+        "boxes": {box: holdem.cards_text(hole) for box, hole in sorted(deal.boxes.items())},
+        "dealer": holdem.cards_text(deal.dealer),
+        "board": holdem.cards_text(deal.board),
+    }
 
 
 def _paytable_data(table: PayTable) -> dict[str, Any]:

@@ -45,7 +45,7 @@ class Service:
         self.ledger = ledger
         self.bus = bus
         self.metrics = metrics or Metrics()
-        self.metrics.publish_theoretical_rtp()
+        self.metrics.initialise()
         self.settler = Settler(ledger, dead_letters=True)
         self.relay = OutboxRelay(ledger, bus, self.metrics, lease_seconds=relay_lease)
         self.consumer = FeedConsumer(

@@ -17,7 +17,7 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from holdem import paytable_ids
-from studio.config import ConfigError, Faults, StudioConfig, parse_table_specs
+from studio.config import ConfigError, Faults, GameFaults, StudioConfig, parse_table_specs
 from studio.feed import FeedTally, simulate, write_jsonl
 from studio.message import FeedMessage
 from studio.strategy import STRATEGIES
@@ -61,6 +61,18 @@ def add_simulate_arguments(parser: argparse.ArgumentParser) -> None:
         if kind != "void":
             flag = "--" + kind.replace("_", "-") + "-rate"
             parser.add_argument(flag, type=float, dest=f"{kind}_rate", help=_fault_help(kind))
+    parser.add_argument(
+        "--deal-bias",
+        type=float,
+        default=0.0,
+        help="game fault: rate at which a weak first box's hole and flop are dealt again",
+    )
+    parser.add_argument(
+        "--completion-bias",
+        type=float,
+        default=0.0,
+        help="game fault: rate at which a qualifying dealer hand is redrawn",
+    )
     output = parser.add_mutually_exclusive_group(required=True)
     output.add_argument("--out", type=Path, metavar="FEED.jsonl", help="write JSONL here")
     output.add_argument("--amqp", metavar="URL", help="publish to RabbitMQ at URL")
@@ -100,6 +112,7 @@ def config_from_args(args: argparse.Namespace) -> StudioConfig:
         timeout_rate=args.timeout_rate,
         side_bet_rate=args.side_bet_rate,
         faults=Faults(void=args.void_rate, **rates),
+        game_faults=GameFaults(args.deal_bias, args.completion_bias),
     )
 
 

@@ -93,6 +93,25 @@ class Faults:
 
 
 @dataclass(frozen=True)
+class GameFaults:
+    """Per-round probabilities (0..1) of biased cards (:mod:`studio.gamefaults`); 0: a fair shoe."""
+
+    deal_bias: float = 0.0
+    completion_bias: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("deal_bias", "completion_bias"):
+            rate = getattr(self, name)
+            if not 0.0 <= rate <= 1.0:
+                raise ConfigError(f"{name} rate must be within 0..1, got {rate}")
+
+    @property
+    def any(self) -> bool:
+        """Whether any game fault is on."""
+        return bool(self.deal_bias or self.completion_bias)
+
+
+@dataclass(frozen=True)
 class StudioConfig:
     """A simulation: ``rounds`` rounds in all, shared out over ``tables`` in turn.
 
@@ -106,6 +125,7 @@ class StudioConfig:
     timeout_rate: float = 0.0
     side_bet_rate: float = 0.3
     faults: Faults = field(default_factory=Faults)
+    game_faults: GameFaults = field(default_factory=GameFaults)
     start: datetime = DEFAULT_START
 
     def __post_init__(self) -> None:

@@ -7,6 +7,7 @@ simply carries no decision).
 
 - :class:`SimpleStrategy`: a rule of thumb a casual player follows (rules on the class).
 - :class:`AlwaysCall`: calls, and bets at every later stage.
+- :class:`RandomStrategy`: any action the stage admits, each as likely.
 - :class:`TimeoutStrategy`: another strategy that sometimes lets the clock run out.
 - :class:`BestPlayStrategy`: the highest-EV decision, as an :class:`Advisor` computes it.
   The exact-odds module (``holdem.odds``) provides the advisor; register it with
@@ -178,6 +179,17 @@ class AlwaysCall:
         return wager_action(point.game, point.stage)
 
 
+class RandomStrategy:
+    """Picks among the actions the stage admits, each with the same probability."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self._rng = rng
+
+    def decide(self, point: DecisionPoint) -> Action | None:
+        """A uniformly random admitted action."""
+        return self._rng.choice(STAGE_ACTIONS[(point.game, point.stage)])
+
+
 class TimeoutStrategy:
     """Another strategy whose player, ``rate`` of the time, does not decide at all."""
 
@@ -217,6 +229,7 @@ def _best_play(rng: random.Random) -> Strategy:
 STRATEGIES: dict[str, StrategyFactory] = {
     "simple": SimpleStrategy,
     "always-call": AlwaysCall,
+    "random": RandomStrategy,
     "best-play": _best_play,
 }
 

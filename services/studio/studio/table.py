@@ -19,6 +19,7 @@ from croupier.contract import SCHEMA_VERSION, EventType, Target
 from holdem import Action, Game, PayTable, Spot, Stage, load_paytable
 from holdem.cards import card_text
 from studio.config import StudioConfig, TableSpec
+from studio.gamefaults import draw
 from studio.message import FeedMessage
 from studio.strategy import (
     STAGE_ACTIONS,
@@ -120,6 +121,7 @@ class StudioTable:
         self.rng = rng
         self.strategy: Strategy = make_strategy(config.strategy, rng, config.timeout_rate)
         self.side_bet_rate = config.side_bet_rate
+        self.game_faults = config.game_faults
         self.clock = Clock(int(config.start.timestamp()))
         self.now_ms = offset_ms
         self.session = f"{rng.getrandbits(32):08x}"
@@ -204,7 +206,7 @@ class StudioTable:
 
     def _deal_and_decide(self, draft: Draft, seats: list[Seat]) -> None:
         boxes = list(dict.fromkeys(seat.box for seat in seats))
-        deck = self.rng.sample(range(52), 2 * len(boxes) + 11)
+        deck = draw(2 * len(boxes) + 11, len(boxes), self.game_faults, self.rng)
         deal = iter(deck)
         self._deal(draft, Target.BURN, [next(deal)], None, STREET_MS)
         holes: dict[str, Hole] = {}

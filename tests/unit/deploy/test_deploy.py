@@ -54,9 +54,12 @@ def _load_yaml(path: Path) -> Any:
 def _exported() -> dict[str, set[str]]:
     """Every series name the service exports, with the labels it carries."""
     metrics = Metrics()
+    wrappers = [
+        w for v in vars(metrics).values() for w in (v.values() if isinstance(v, dict) else [v])
+    ]
     labels = {
         wrapper._name: set(wrapper._labelnames)
-        for wrapper in vars(metrics).values()
+        for wrapper in wrappers
         if hasattr(wrapper, "_labelnames")
     }
     names: dict[str, set[str]] = {}
@@ -263,25 +266,48 @@ def test_the_required_recording_rules_and_alerts_exist() -> None:
         "OutboxBacklog",
         "UnroutableResults",
         "SettlementLatencyHigh",
-        "RTPDrift",
+        "DealsNotFair",
+        "PaymentsNotFair",
     } <= alerts.keys()
     for name, alert in alerts.items():
         annotations = alert["annotations"]
         assert annotations["summary"] and annotations["description"], name
-        assert "First check" in annotations["description"] or name == "RTPDrift", name
+        assert "First check" in annotations["description"], name
         assert alert["labels"]["severity"] in {"page", "ticket"}, name
-    assert "Volume guard" in alerts["RTPDrift"]["annotations"]["description"]
-    assert "croupier_theoretical_rtp" in " ".join(r["expr"] for r in rules)
+    for name in ("DealsNotFair", "PaymentsNotFair"):
+        expr = alerts[name]["expr"]
+        assert "> 4" in expr and ">= 1000" in expr, "a stated threshold and a volume floor"
+    assert "RTPDrift" not in alerts, "the naive drift is context, not an alert"
+    assert "croupier_theoretical_rtp" not in " ".join(r["expr"] for r in rules)
     assert {
         "croupier:hold_minor_units:rate5m",
         "croupier:rtp:ratio1h",
         "croupier:rtp:ratio24h",
         "croupier:main_game_return_per_ante:ratio24h",
-        "croupier:rtp_drift:24h",
+        "croupier:rtp_drift_naive:24h",
+        "croupier:theoretical_rtp:par",
+        *(
+            f"croupier:integrity_{figure}_z:{window}"
+            for figure in ("deal", "play")
+            for window in ("1h", "24h", "7d", "since_start")
+        ),
         "croupier:events_rejected:ratio_rate5m",
         "croupier:settlement_latency_seconds:p50_rate5m",
         "croupier:settlement_latency_seconds:p99_rate5m",
     } <= recorded
+
+
+def test_the_theoretical_rtp_constants_are_the_par_sheets() -> None:
+    """The naive drift's reference is a constant of each pay table, equal to its PAR sheet."""
+    from holdem import load_paytable, paytable_ids
+    from holdem.odds.par import load_par
+
+    expr = next(r["expr"] for r in _rules() if r.get("record") == "croupier:theoretical_rtp:par")
+    found = re.findall(
+        r'vector\(([0-9.]+)\), "game", "(\w+)", "", ""\), "paytable", "([^"]+)"', expr
+    )
+    stated = {paytable: float(value) for value, _, paytable in found}
+    assert stated == {i: float(load_par(load_paytable(i)).base.rtp()) for i in paytable_ids()}
 
 
 def test_promtool_checks_the_config() -> None:
@@ -299,8 +325,9 @@ def test_promtool_runs_the_rule_unit_tests() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     tested = _load_yaml(PROMETHEUS / "tests.yml")["tests"]
     alerts = {a["alertname"] for t in tested for a in t.get("alert_rule_test", [])}
-    assert {"RejectionsSpike", "OutboxBacklog", "UnroutableResults", "RTPDrift"} <= alerts
-    for name in ("RejectionsSpike", "OutboxBacklog", "UnroutableResults", "RTPDrift"):
+    checked = ("RejectionsSpike", "OutboxBacklog", "UnroutableResults", "DealsNotFair")
+    assert set(checked) <= alerts
+    for name in checked:
         cases = [a for t in tested for a in t.get("alert_rule_test", []) if a["alertname"] == name]
         assert any(c["exp_alerts"] for c in cases), f"no test where {name} fires"
         assert any(not c["exp_alerts"] for c in cases), f"no test where {name} stays quiet"
@@ -324,14 +351,14 @@ def test_dashboard_is_valid_json_with_a_uid_and_the_rows() -> None:
     doc = json.loads(DASHBOARD.read_text(encoding="utf-8"))
     assert doc["uid"] and doc["title"]
     rows = [p["title"] for p in _panels() if p["type"] == "row"]
-    assert rows == ["Throughput", "Money", "RTP", "Quality", "Latency", "Outbox"]
+    assert rows == ["Throughput", "Money", "Game integrity", "Quality", "Latency", "Outbox"]
     ids = [p["id"] for p in _panels()]
     assert len(ids) == len(set(ids))
 
 
 def test_every_panel_has_the_provisioned_datasource_and_targets() -> None:
     for panel in _panels():
-        if panel["type"] == "row":
+        if panel["type"] in ("row", "text"):
             continue
         assert panel["datasource"] == {"type": "prometheus", "uid": "prometheus"}, panel["title"]
         assert panel["targets"], panel["title"]
@@ -347,3 +374,27 @@ def test_dashboard_reads_only_metrics_the_service_exports_or_rules_record() -> N
     assert not problems, "\n".join(problems)
     used = set().union(*(_metric_names(e) for e in exprs))
     assert used & recorded, "the dashboard should read the recording rules"
+
+
+def test_the_dashboard_speaks_to_a_compliance_officer() -> None:
+    """Money titles name the unit; the integrity panels say what they mean; naive is context."""
+    panels = [p for p in _panels() if p["type"] not in ("row", "text")]
+    for panel in panels:
+        if any("minor_units" in t["expr"] for t in panel["targets"]):
+            assert "minor units" in panel["title"], panel["title"]
+        for target in panel["targets"]:
+            legend = target.get("legendFormat", "")
+            if "paytable" in target["expr"] and "paytable" in legend:
+                assert "{{game}}" in legend or "{{paytable}}" in legend
+    titles = {p["title"]: p for p in panels}
+    naive = [t for t, p in titles.items() if any("drift_naive" in x["expr"] for x in p["targets"])]
+    assert naive and all(t.startswith("Context only") for t in naive)
+    z = [
+        p
+        for p in panels
+        if any("integrity_" in x["expr"] and "_z:" in x["expr"] for x in p["targets"])
+    ]
+    assert len(z) == 2 and all("z-score" in p["title"] for p in z)
+    assert any(p["title"].startswith("Rounds behind") for p in panels)
+    text = next(p for p in _panels() if p["type"] == "text")["options"]["content"]
+    assert "from the ledger" in text and "context only" in text

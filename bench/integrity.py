@@ -1,0 +1,309 @@
+"""Integrity monitoring, proved by simulation: how soon each method alerts, and how often wrongly.
+
+Casino Hold'em (classic pay table) rounds are simulated in numpy batches with the exact flop
+tables of :mod:`holdem.integrity.tables` (built once, kept in the user's cache), with the
+studio's game faults (:mod:`studio.gamefaults`: deal bias, completion bias, same rules) and
+three player strategies (best play, always call, random). For each round:
+
+- naive drift: main-game net per ante against the PAR sheet's best-strategy EV, each bet an
+  independent sample with the PAR sheet's variance (how ``croupier:rtp_drift`` is read);
+- deal value: best-play value of the cards against the pay table's exact mean and variance;
+- play residual: return against the exact expectation of the decisions taken.
+
+Rows:
+
+- ``alert``: rounds until |z| >= 4 (the alert threshold; the alert also waits for 1,000
+  rounds), median over seeds, per fault x strategy, single box and a 50-player shared hand;
+  naive beside new. ``>N`` means it had not fired by the cap.
+- ``no fault``: with a fair shoe, the share of seeds whose |z| after a fixed number of rounds
+  exceeds 2 (nominal 4.55%) and 3 (nominal 0.27%), per strategy and seating (single box,
+  shared hand, 7 boxes).
+- ``day``: the throughput of recomputing a day (190,000 rounds) through the real path
+  (settled facts -> :func:`croupier.integrity.settled_terms`), see :func:`run_day`.
+
+``python -m bench integrity`` runs it; ``BENCH_SEEDS`` and ``BENCH_CAP`` change the effort.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from math import erf, sqrt
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+
+from holdem import load_paytable
+from holdem.evaluator import evaluate_batch
+from holdem.integrity import tables
+from holdem.integrity.constants import load_constants
+from holdem.odds.combos import canonical_flops, pair_index
+from holdem.odds.par import load_par
+from holdem.odds.situation import (
+    CH_COMPLETIONS,
+    ante_multipliers,
+    category_of_strength,
+    qualifying_strength,
+)
+from studio.gamefaults import ONE_POINT
+
+TABLE = load_paytable("casino-holdem/classic")
+ALERT_Z: Final = 4.0
+MIN_ROUNDS: Final = 1_000
+SEEDS: Final = int(os.environ.get("BENCH_SEEDS", "8"))
+CAP: Final = int(os.environ.get("BENCH_CAP", "3000000"))
+CHUNK: Final = 25_000
+F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class _Arrays:
+    code: npt.NDArray[np.int16]  # sorted flop code -> canonical flop index
+    perm: npt.NDArray[np.int8]  # sorted flop code -> renaming id
+    rename: I64  # (renamings, 52): card -> renamed card
+    position: I64  # (1755, 52): card -> position off the canonical flop, -1 on it
+    ev: I64  # (1755, 1176)
+    second: I64
+
+
+@cache
+def _arrays() -> _Arrays:
+    multipliers = ante_multipliers(TABLE)
+
+    def progress(done: int, total: int) -> None:
+        if done % 200 == 0:
+            print(f"   building the flop tables once: {done}/{total}", flush=True)
+
+    tables.preload_ch(multipliers, progress)
+    index, ev, second = tables._CH_EVERY[multipliers]
+    code = np.full(52**3, -1, dtype=np.int16)
+    perm = np.zeros(52**3, dtype=np.int8)
+    renamings: dict[tuple[int, ...], int] = {}
+    for image, (canonical, back) in tables._orbits().items():
+        c = image[0] * 2704 + image[1] * 52 + image[2]
+        code[c] = index[canonical]
+        perm[c] = renamings.setdefault(back, len(renamings))
+    rename = np.array(
+        [[(card & ~3) | back[card & 3] for card in range(52)] for back in renamings],
+        dtype=np.int64,
+    )
+    flops = [flop for flop, _ in canonical_flops()]
+    position = np.array([tables._positions(f) for f in flops], dtype=np.int64)
+    return _Arrays(code, perm, rename, position, ev, second)
+
+
+@dataclass(frozen=True)
+class Case:
+    """A simulated table: seating, strategy, and the game faults' rates."""
+
+    strategy: str
+    boxes: int = 1
+    players: int = 1
+    deal_bias: float = 0.0
+    completion_bias: float = 0.0
+
+
+@dataclass
+class Increments:
+    """Per-round increments of each statistic: deviation from the mean, and variance."""
+
+    naive: tuple[F64, F64]
+    deal: tuple[F64, F64]
+    play: tuple[F64, F64]
+    net: F64  # main-game net in antes
+    antes: F64
+
+
+def simulate(case: Case, rounds: int, rng: np.random.Generator) -> Increments:
+    """``rounds`` rounds of ``case``, every statistic's increment per round."""
+    a = _arrays()
+    k, n = case.boxes, case.players
+    need = 2 * k + 9
+    deck = rng.random((rounds, 52)).argsort(axis=1)[:, :need]
+    if case.deal_bias:
+        five = np.concatenate([deck[:, 0:2], deck[:, 2 * k + 2 : 2 * k + 5]], axis=1)
+        again = _high_card(five) & (rng.random(rounds) < case.deal_bias)
+        deck[again] = rng.random((int(again.sum()), 52)).argsort(axis=1)[:, :need]
+    holes = deck[:, : 2 * k].reshape(rounds, k, 2)
+    board = deck[:, 2 * k + 2 : 2 * k + 7]
+    dealer = deck[:, 2 * k : 2 * k + 2].copy()
+    qs = qualifying_strength()
+    if case.completion_bias:
+        first = evaluate_batch(np.concatenate([dealer, board], axis=1).astype(np.uint8))
+        redraw = (first >= qs) & (rng.random(rounds) < case.completion_bias)
+        dealer[redraw] = deck[redraw, 2 * k + 7 : 2 * k + 9]
+    house = evaluate_batch(np.concatenate([dealer, board], axis=1).astype(np.uint8))
+    wide = np.broadcast_to(board[:, None, :], (rounds, k, 5))
+    player = evaluate_batch(
+        np.concatenate([holes, wide], axis=2).reshape(-1, 7).astype(np.uint8)
+    ).reshape(rounds, k)
+    # The situation of each box in its canonical flop's table.
+    flop = np.sort(board[:, :3], axis=1)
+    code = flop[:, 0] * 2704 + flop[:, 1] * 52 + flop[:, 2]
+    ci, pi = a.code[code].astype(np.int64), a.perm[code].astype(np.int64)
+    renamed = a.rename[pi[:, None, None], holes]
+    pos = a.position[ci[:, None, None], renamed]
+    row = pair_index(49)[pos[..., 0], pos[..., 1]]
+    ev = a.ev[ci[:, None], row] / CH_COMPLETIONS
+    second = a.second[ci[:, None], row] / CH_COMPLETIONS
+    calls = _calls(case.strategy, ev, n, rng)  # (rounds, k) callers' stakes, antes
+    m = np.asarray(ante_multipliers(TABLE), dtype=np.float64)
+    category = category_of_strength()[player]
+    hv = house[:, None]
+    x = np.where(hv < qs, m[category], np.where(player > hv, m[category] + 2, 0.0))
+    x = np.where((hv >= qs) & (player < hv), -3.0, x)
+    c = _constants()
+    deal = (n * (np.maximum(ev, -1.0) - c.deal_mean)).sum(axis=1)
+    play = (calls * (x - ev)).sum(axis=1)
+    play_var = (calls**2 * np.maximum(second - ev**2, 0.0)).sum(axis=1)
+    net = (calls * x - (n - calls)).sum(axis=1)
+    antes = float(k * n)
+    return Increments(
+        naive=(net - c.par_ev * antes, np.full(rounds, c.par_var * antes)),
+        deal=(deal, np.full(rounds, c.deal_var * k * n * n)),
+        play=(play, play_var),
+        net=net,
+        antes=np.full(rounds, antes),
+    )
+
+
+def _calls(strategy: str, ev: F64, players: int, rng: np.random.Generator) -> F64:
+    if strategy == "best play":
+        return np.where(ev > -1.0, float(players), 0.0)
+    if strategy == "always call":
+        return np.full(ev.shape, float(players))
+    return rng.binomial(players, 0.5, ev.shape).astype(np.float64)
+
+
+def _high_card(five: I64) -> npt.NDArray[np.bool_]:
+    ranks = np.sort(five >> 2, axis=1)
+    distinct = np.all(ranks[:, 1:] != ranks[:, :-1], axis=1)
+    flush = np.all((five & 3) == (five[:, :1] & 3), axis=1)
+    wheel = np.all(ranks == np.array([0, 1, 2, 3, 12]), axis=1)
+    straight = distinct & ((ranks[:, 4] - ranks[:, 0] == 4) | wheel)
+    return distinct & ~flush & ~straight
+
+
+@dataclass(frozen=True)
+class _Constants:
+    deal_mean: float
+    deal_var: float
+    par_ev: float
+    par_var: float
+
+
+@cache
+def _constants() -> _Constants:
+    deal = load_constants(TABLE)
+    base = load_par(TABLE).base
+    return _Constants(
+        float(deal.mean[0]), float(deal.covariance[0][0]), float(base.ev()), float(base.variance())
+    )
+
+
+# --- the rows ----------------------------------------------------------------------------
+
+
+def rounds_until_alert(case: Case, seeds: int, cap: int) -> dict[str, list[int | None]]:
+    """Per statistic and seed: rounds until |z| >= ALERT_Z (None: not by ``cap``)."""
+    out: dict[str, list[int | None]] = {"naive": [], "deal": [], "play": []}
+    for seed in range(seeds):
+        rng = np.random.default_rng(1_000 + seed)
+        sums = {name: [0.0, 0.0] for name in out}
+        fired: dict[str, int | None] = dict.fromkeys(out)
+        done = 0
+        while done < cap and any(v is None for v in fired.values()):
+            inc = simulate(case, CHUNK, rng)
+            for name in out:
+                if fired[name] is not None:
+                    continue
+                dev, var = getattr(inc, name)
+                s = sums[name][0] + np.cumsum(dev)
+                v = sums[name][1] + np.cumsum(var)
+                z = np.abs(s) / np.sqrt(np.maximum(v, 1e-300))
+                z[: max(0, MIN_ROUNDS - done)] = 0
+                hit = np.flatnonzero(z >= ALERT_Z)
+                if hit.size:
+                    fired[name] = done + int(hit[0]) + 1
+                sums[name] = [float(s[-1]), float(v[-1])]
+            done += CHUNK
+        for name in out:
+            out[name].append(fired[name])
+    return out
+
+
+def alarm_rates(case: Case, seeds: int, rounds: int) -> dict[str, tuple[float, float]]:
+    """Per statistic: the share of seeds with |z| > 2 and > 3 after ``rounds`` fair rounds."""
+    z: dict[str, list[float]] = {"naive": [], "deal": [], "play": []}
+    for seed in range(seeds):
+        inc = simulate(case, rounds, np.random.default_rng(50_000 + seed))
+        for name in z:
+            dev, var = getattr(inc, name)
+            z[name].append(float(dev.sum() / sqrt(var.sum())))
+    return {
+        name: (float(np.mean(np.abs(v) > 2)), float(np.mean(np.abs(v) > 3)))
+        for name, v in z.items()
+    }
+
+
+def rtp_shift(case: Case, rounds: int = 400_000) -> float:
+    """How much the case's faults move the main-game return per ante (against no fault)."""
+    fair = Case(case.strategy, case.boxes, case.players)
+    faulty = simulate(case, rounds, np.random.default_rng(7))
+    clean = simulate(fair, rounds, np.random.default_rng(7))
+    return float(faulty.net.sum() / faulty.antes.sum() - clean.net.sum() / clean.antes.sum())
+
+
+def _median(values: list[int | None], cap: int) -> str:
+    if sum(v is None for v in values) * 2 >= len(values):
+        return f">{cap:,}"
+    ordered = sorted(v if v is not None else cap + 1 for v in values)
+    return f"{int(statistics.median(ordered)):,}"
+
+
+def run(
+    seeds: int = SEEDS,
+    cap: int = CAP,
+    echo: Callable[[str], None] = print,
+) -> None:
+    """Print the alert and no-fault rows (see the module docstring)."""
+    started = time.perf_counter()
+    _arrays()
+    echo(f"load: {os.getloadavg()[0]:.2f} (1 min); seeds {seeds}; alert at |z| >= {ALERT_Z}")
+    strategies = ("best play", "always call", "random")
+    seatings = {"single box": (1, 1), "shared hand x50": (1, 50)}
+    faults = {
+        "deal bias": {"deal_bias": ONE_POINT["deal_bias"]},
+        "completion bias": {"completion_bias": ONE_POINT["completion_bias"]},
+    }
+    for fault, rate in faults.items():
+        shift = rtp_shift(Case("best play", **rate))
+        echo(f"{fault} at {rate}: main-game RTP moves {shift * 100:+.2f} points (best play)")
+    echo("alert: median rounds until |z| >= 4 (naive drift | deal value | play residual)")
+    for fault, rate in faults.items():
+        for seating, (boxes, players) in seatings.items():
+            for strategy in strategies:
+                case = Case(strategy, boxes, players, **rate)
+                got = rounds_until_alert(case, seeds, cap)
+                cells = " | ".join(f"{name} {_median(v, cap):>10}" for name, v in got.items())
+                echo(f"  {fault:<15} {seating:<16} {strategy:<12} {cells}")
+    horizon = 10_000
+    many = max(100, seeds * 25)
+    normal = 1 - erf(2 / sqrt(2)), 1 - erf(3 / sqrt(2))
+    echo(
+        f"no fault: share of {many} seeds with |z| > 2 / > 3 after {horizon:,} rounds "
+        f"(nominal {normal[0]:.2%} / {normal[1]:.2%})"
+    )
+    seatings["7 boxes"] = (7, 1)
+    for seating, (boxes, players) in seatings.items():
+        for strategy in strategies:
+            rates = alarm_rates(Case(strategy, boxes, players), many, horizon)
+            cells = " | ".join(f"{name} {r2:6.2%} {r3:6.2%}" for name, (r2, r3) in rates.items())
+            echo(f"  {seating:<16} {strategy:<12} {cells}")
+    echo(f"({time.perf_counter() - started:.0f} s)")

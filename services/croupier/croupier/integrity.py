@@ -1,0 +1,102 @@
+"""Integrity terms of settled rounds, read from their ``round.settled`` facts.
+
+A settled fact carries everything its terms need: the cards (``deal``), every bet's stake
+and return (``results``), and the stage of each fold (``folds``; calls and bets show in the
+results as play wagers, and no decision at the flop or turn is a check). So the terms are a
+pure function of one ledger fact, the same in the projector, in ``croupier integrity`` and
+in the tests (see :mod:`holdem.integrity.terms` for what the terms are).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from holdem import Action, BetResult, Deal, Decision, Game, Outcome, Spot, Stage, load_paytable
+from holdem.cards import parse_cards
+from holdem.integrity.terms import Terms, calculator
+
+_STAGE_SPOTS: Final = {
+    Stage.PREFLOP: Spot.CALL,
+    Stage.FLOP: Spot.FLOP_BET,
+    Stage.TURN: Spot.TURN_BET,
+}
+_WAGER_ACTIONS: Final = {Stage.PREFLOP: Action.CALL, Stage.FLOP: Action.BET, Stage.TURN: Action.BET}
+
+
+@dataclass(frozen=True, slots=True)
+class RoundTerms:
+    """One settled round's terms in one currency, with the labels they are counted under."""
+
+    game: str
+    paytable: str
+    currency: str
+    terms: Terms
+
+
+class NoCards(ValueError):
+    """A settled fact recorded before settlements carried their cards."""
+
+
+def settled_terms(data: Mapping[str, Any]) -> Iterator[RoundTerms]:
+    """The terms of a ``round.settled`` fact, one per currency of its bets."""
+    if "deal" not in data:
+        raise NoCards("this settlement was recorded without its cards")
+    table = load_paytable(data["paytable"]["id"], data["paytable"]["version"])
+    deal = _deal(data["deal"])
+    stages = (Stage.FLOP,) if table.game is Game.CASINO_HOLDEM else tuple(Stage)
+    by_currency: dict[str, list[BetResult]] = {}
+    for line in data["results"]:
+        by_currency.setdefault(line["currency"], []).append(_result(line))
+    folds = data.get("folds", {})
+    for currency, results in sorted(by_currency.items()):
+        decisions = list(_decisions(results, folds, stages, table.game))
+        terms = calculator(table).round(deal, results, decisions)
+        yield RoundTerms(str(table.game), table.id, currency, terms)
+
+
+def _deal(raw: Mapping[str, Any]) -> Deal:
+    boxes = {}
+    for box, text in raw["boxes"].items():
+        a, b = parse_cards(text)
+        boxes[box] = (a, b)
+    d1, d2 = parse_cards(raw["dealer"])
+    return Deal(boxes, (d1, d2), tuple(parse_cards(raw["board"])))
+
+
+def _result(line: Mapping[str, Any]) -> BetResult:
+    return BetResult(
+        line["bet_id"],
+        line["player_id"],
+        line["box"],
+        Spot(line["spot"]),
+        line["stake"],
+        line["returned"],
+        Outcome(line["outcome"]),
+        line.get("line"),
+    )
+
+
+def _decisions(
+    results: list[BetResult],
+    folds: Mapping[str, str],
+    stages: tuple[Stage, ...],
+    game: Game,
+) -> Iterator[Decision]:
+    """The decisions that matter: calls and bets (from the play wagers) and folds."""
+    spots: dict[tuple[str, str], set[Spot]] = {}
+    antes: dict[tuple[str, str], str] = {}
+    for r in results:
+        spots.setdefault((r.player, r.box), set()).add(r.spot)
+        if r.spot is Spot.ANTE:
+            antes[(r.player, r.box)] = r.bet_id
+    for key, ante in antes.items():
+        for stage in stages:
+            wager = Spot.CALL if game is Game.CASINO_HOLDEM else _STAGE_SPOTS[stage]
+            if wager in spots[key]:
+                action = Action.CALL if wager is Spot.CALL else _WAGER_ACTIONS[stage]
+                yield Decision(ante, stage, action)
+            elif folds.get(ante) == stage:
+                yield Decision(ante, stage, Action.FOLD)
+                break

@@ -1,0 +1,327 @@
+"""One settled round's integrity terms: its deal value and its play residual.
+
+Deal value
+    Per box, the best-play value of the cards dealt, as a return on the stakes: the ante
+    times (stake so far + best EV per ante at the flop decision), plus each side bet's return
+    judged on the cards (:mod:`holdem.integrity.constants` says which value exactly). It is
+    a function of the cards alone, whatever anyone decides, so its sum against the pay
+    table's exact mean, over the exact variance, is a z-score that only a deal unfair to one
+    side moves.
+
+Play residual
+    What the box's wagers returned minus the exact expectation of the decisions actually
+    taken, given the cards seen when each was taken. Casino Hold'em: the return of a call
+    against its EV given hole + flop. Texas Hold'em Plus: a martingale over the stages; the
+    preflop call against the best flop value that follows, the flop action against the best
+    turn value that follows, the turn action against the showdown. Each stage's residual has
+    mean zero given what came before, for any strategy, and its conditional variance is
+    exact (from the outcome counts); the stages are uncorrelated, so the variances add.
+    Side bets are settled by cards known at the decision: their expectation is what the
+    pay table pays on those cards (a progressive meter line: what the meter paid), and they
+    add nothing to the variance.
+
+Shared hands: every player staking on one box sees the same cards, so their terms are summed
+first and the variance is that of the sum (perfectly correlated given the decisions; players
+who took different decisions are combined outcome by outcome). Boxes of a multi-box round are
+added as independent terms.
+
+All amounts are minor units; terms are floats because expectations are fractions of a unit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from math import sqrt
+from typing import Final
+
+import numpy as np
+
+from holdem.bets import Action, BetResult, Deal, Decision, Stage
+from holdem.casino_holdem import aa_bonus_line, jackpot_line
+from holdem.evaluator import evaluate
+from holdem.integrity.constants import (
+    DealConstants,
+    aa_bonus_net,
+    jackpot_net,
+    load_constants,
+    plus_net,
+)
+from holdem.integrity.tables import ch_flop_table, place, thp_flop_table, turn_index
+from holdem.odds.combos import hole_class
+from holdem.odds.par import load_par
+from holdem.odds.situation import (
+    CH_COMPLETIONS,
+    THP_TURN_COMPLETIONS,
+    THP_TURNS,
+    ante_multipliers,
+)
+from holdem.paytable import Game, PayTable, Spot
+
+_THP_FLOP: Final = THP_TURNS * THP_TURN_COMPLETIONS
+_MAIN: Final = frozenset({Spot.ANTE, Spot.CALL, Spot.FLOP_BET, Spot.TURN_BET})
+
+
+@dataclass(frozen=True, slots=True)
+class Terms:
+    """Integrity terms of one round, or the sum over rounds (minor units)."""
+
+    rounds: int = 0
+    deal_value: float = 0.0
+    deal_mean: float = 0.0
+    deal_variance: float = 0.0
+    play_actual: int = 0
+    play_expected: float = 0.0
+    play_variance: float = 0.0
+
+    def __add__(self, other: Terms) -> Terms:
+        return Terms(
+            self.rounds + other.rounds,
+            self.deal_value + other.deal_value,
+            self.deal_mean + other.deal_mean,
+            self.deal_variance + other.deal_variance,
+            self.play_actual + other.play_actual,
+            self.play_expected + other.play_expected,
+            self.play_variance + other.play_variance,
+        )
+
+    @property
+    def deal_z(self) -> float:
+        """The deal value's z-score: (value - fair mean) / exact standard deviation."""
+        return _z(self.deal_value - self.deal_mean, self.deal_variance)
+
+    @property
+    def play_z(self) -> float:
+        """The play residual's z-score: (actual - expected) / exact standard deviation."""
+        return _z(self.play_actual - self.play_expected, self.play_variance)
+
+
+def _z(difference: float, variance: float) -> float:
+    return difference / sqrt(variance) if variance > 0 else 0.0
+
+
+@dataclass
+class _Player:
+    """One ante and what hangs on it: side bets, play wagers, decisions, returns."""
+
+    ante: int = 0
+    ante_bet_id: str = ""
+    side: dict[Spot, list[BetResult]] = field(default_factory=dict)
+    staked: int = 0
+    returned: int = 0
+    actions: dict[Stage, Action] = field(default_factory=dict)
+
+
+def _players(
+    results: Sequence[BetResult], decisions: Sequence[Decision]
+) -> dict[str, list[_Player]]:
+    """The round's antes by box, each with its bets' stakes and returns."""
+    by_key: dict[tuple[str, str], _Player] = {}
+    for r in results:
+        p = by_key.setdefault((r.player, r.box), _Player())
+        p.staked += r.stake
+        p.returned += r.returned
+        if r.spot is Spot.ANTE:
+            p.ante, p.ante_bet_id = r.stake, r.bet_id
+        elif r.spot not in _MAIN:
+            p.side.setdefault(r.spot, []).append(r)
+    actions = {(d.ante_bet_id, d.stage): d.action for d in decisions}
+    out: dict[str, list[_Player]] = {}
+    for (_, box), p in by_key.items():
+        assert p.ante_bet_id, "every bet on a box hangs on an ante"
+        for stage in Stage:
+            action = actions.get((p.ante_bet_id, stage))
+            if action is not None:
+                p.actions[stage] = action
+        out.setdefault(box, []).append(p)
+    return out
+
+
+class Calculator:
+    """The integrity terms of settled rounds of one pay table."""
+
+    def __init__(self, table: PayTable) -> None:
+        self.table = table
+        self.constants: DealConstants = load_constants(table)
+        self.multipliers = ante_multipliers(table)
+        self._mean = [float(x) for x in self.constants.mean]
+        self._cov = np.array([[float(x) for x in row] for row in self.constants.covariance])
+        self._spots = self.constants.components
+        # Each component's deal value is a return on the stake so far at the decision: one
+        # ante in Casino Hold'em, ante and call in Texas Hold'em Plus; a side bet's stake.
+        so_far = 1.0 if table.game is Game.CASINO_HOLDEM else 3.0
+        self._bases = [so_far if s is Spot.ANTE else 1.0 for s in self._spots]
+        if table.game is Game.TEXAS_HOLDEM_PLUS:
+            par = load_par(table)
+            self._preflop = {k: float(v) for k, v in par.preflop_ev.items()}
+            self._preflop_var = {
+                name: float(self.constants.preflop_second[name] - ev * ev)
+                for name, ev in par.preflop_ev.items()
+            }
+
+    def round(
+        self, deal: Deal, results: Sequence[BetResult], decisions: Sequence[Decision]
+    ) -> Terms:
+        """The terms of one settled round (one currency's bets)."""
+        total = Terms(rounds=1)
+        for box, players in _players(results, decisions).items():
+            hole = deal.boxes[box]
+            if self.table.game is Game.CASINO_HOLDEM:
+                total += self._ch_box(hole, deal.board, players)
+            else:
+                total += self._thp_box(hole, deal.board, players)
+        return total
+
+    # -- deal value ------------------------------------------------------------------------
+
+    def _deal(self, per_stake: Sequence[float], weights: Mapping[Spot, int]) -> Terms:
+        w = np.array([weights.get(s, 0) for s in self._spots], dtype=np.float64)
+        bases = self._bases
+        value = sum(float(w[i]) * (bases[i] + v) for i, v in enumerate(per_stake))
+        mean = sum(float(w[i]) * (bases[i] + m) for i, m in enumerate(self._mean))
+        return Terms(0, value, mean, float(w @ self._cov @ w))
+
+    @staticmethod
+    def _weights(players: Sequence[_Player]) -> dict[Spot, int]:
+        out: dict[Spot, int] = {Spot.ANTE: sum(p.ante for p in players)}
+        for p in players:
+            for spot, bets in p.side.items():
+                out[spot] = out.get(spot, 0) + sum(b.stake for b in bets)
+        return out
+
+    # -- Casino Hold'em --------------------------------------------------------------------
+
+    def _ch_box(self, hole: tuple[int, int], board: Sequence[int], players: list[_Player]) -> Terms:
+        flop = board[:3]
+        where = place(hole, flop)
+        table = ch_flop_table(self.multipliers, where.flop)
+        ev = float(table.ev[where.row]) / CH_COMPLETIONS
+        variance = float(table.second[where.row]) / CH_COMPLETIONS - ev * ev
+        five = evaluate([*hole, *flop])
+        per_stake = [max(ev, -1.0)]
+        if Spot.AA_BONUS in self._spots:
+            per_stake.append(float(aa_bonus_net(self.table, five)))
+        if Spot.JACKPOT in self._spots:
+            per_stake.append(float(jackpot_net(self.table, five)))
+        deal = self._deal(per_stake, self._weights(players))
+        callers = 0
+        expected = 0.0
+        actual = 0
+        aa = self.table.pays(Spot.AA_BONUS, aa_bonus_line(five) or "")
+        jp_line = jackpot_line(five)
+        jp = self.table.pays(Spot.JACKPOT, jp_line or "")
+        meter_line = self.table.jackpot is not None and jp_line in self.table.jackpot.meter_percent
+        for p in players:
+            actual += p.returned
+            if p.actions.get(Stage.FLOP) is not Action.CALL:
+                continue  # a fold returns nothing, and nothing is uncertain
+            callers += p.ante
+            expected += p.ante * (3.0 + ev)
+            if aa:
+                expected += sum(bet.stake * (1 + aa) for bet in p.side.get(Spot.AA_BONUS, ()))
+            for bet in p.side.get(Spot.JACKPOT, ()):
+                if meter_line:
+                    expected += bet.returned  # paid from the meter, as it stood
+                elif jp:
+                    expected += bet.stake * (1 + jp)
+        play = Terms(0, 0, 0, 0, actual, expected, callers * callers * max(variance, 0.0))
+        return deal + play
+
+    # -- Texas Hold'em Plus ----------------------------------------------------------------
+
+    def _thp_box(
+        self, hole: tuple[int, int], board: Sequence[int], players: list[_Player]
+    ) -> Terms:
+        where = place(hole, board[:3])
+        table = thp_flop_table(self.multipliers, where.flop)
+        row, turn = where.row, turn_index(where, hole, board[3])
+        flop_n = table.flop[row]
+        v1 = float(flop_n.max()) / _THP_FLOP
+        name = hole_class(hole[0], hole[1])
+        per_stake = [v1]
+        plus = plus_net(self.table, hole) if Spot.PLUS in self._spots else -1
+        if Spot.PLUS in self._spots:
+            per_stake.append(float(plus))
+        deal = self._deal(per_stake, self._weights(players))
+        q0 = self._preflop[name]
+        after = table.best_turn[:, row, :].astype(np.float64) / THP_TURN_COMPLETIONS  # (2, 47)
+        turn_n = self._turn_numerators(table.wins[row, turn], table.losses[row, turn])
+        callers = 0
+        flop_w = [0, 0]  # by flop bet
+        turn_w: dict[tuple[int, int], int] = {}
+        expected = 0.0
+        actual = 0
+        for p in players:
+            actual += p.returned
+            if plus > 0:
+                expected += sum(bet.stake * (1 + plus) for bet in p.side.get(Spot.PLUS, ()))
+            if p.actions.get(Stage.PREFLOP) is not Action.CALL:
+                continue  # no call before the flop is a fold: the ante is lost for sure
+            callers += p.ante
+            net = q0  # the expectation of the decisions taken, in antes
+            staked = 3
+            flop = p.actions.get(Stage.FLOP, Action.CHECK)
+            if flop is Action.FOLD:
+                net -= v1 + 3
+            else:
+                fb = int(flop is Action.BET)
+                staked += fb
+                net -= v1 - float(flop_n[2 if fb else 0]) / _THP_FLOP
+                flop_w[fb] += p.ante
+                v2 = float(after[fb, turn])
+                action = p.actions.get(Stage.TURN, Action.CHECK)
+                q2 = float(turn_n[fb][{Action.CHECK: 0, Action.FOLD: 1, Action.BET: 2}[action]])
+                net -= v2 - q2 / THP_TURN_COMPLETIONS
+                if action is not Action.FOLD:
+                    tb = int(action is Action.BET)
+                    staked += tb
+                    turn_w[(fb, tb)] = turn_w.get((fb, tb), 0) + p.ante
+            expected += p.ante * (staked + net)
+        variance = callers * callers * self._preflop_var[name]
+        variance += _variance_over_turns(after, flop_w)
+        variance += self._showdown_variance(table.wins[row, turn], table.losses[row, turn], turn_w)
+        return deal + Terms(0, 0, 0, 0, actual, expected, variance)
+
+    def _turn_numerators(self, wins: np.ndarray, losses: np.ndarray) -> list[list[int]]:
+        """Check, fold and bet numerators at the turn, after a flop check and a flop bet."""
+        m = np.asarray(self.multipliers, dtype=np.int64)
+        won = int(wins.sum())
+        lost = int(losses)
+        out = []
+        for fb in (0, 1):
+            played = 2 + fb
+            check = int(wins @ (m + played)) - lost * (1 + played)
+            out.append([check, -(1 + played) * THP_TURN_COMPLETIONS, check + won - lost])
+        return out
+
+    def _showdown_variance(
+        self, wins: np.ndarray, losses: np.ndarray, weights: Mapping[tuple[int, int], int]
+    ) -> float:
+        """Variance of the stakes still in at the turn, over the 45,540 completions."""
+        if not weights:
+            return 0.0
+        m = np.asarray(self.multipliers, dtype=np.float64)
+        counts = np.concatenate([wins, [THP_TURN_COMPLETIONS - wins.sum() - losses, losses]])
+        y = np.zeros(12)
+        for (fb, tb), w in weights.items():
+            played = 2 + fb + tb
+            y[:10] += w * (played + m)
+            y[11] -= w * (1 + played)
+        p = counts.astype(np.float64) / THP_TURN_COMPLETIONS
+        mean = float(p @ y)
+        return float(p @ (y - mean) ** 2)
+
+
+def _variance_over_turns(after: np.ndarray, weights: Sequence[int]) -> float:
+    """Variance over the 47 turn cards of the best value after them, stake-weighted."""
+    if not any(weights):
+        return 0.0
+    y = weights[0] * after[0] + weights[1] * after[1]
+    return float(np.mean((y - y.mean()) ** 2))
+
+
+@cache
+def calculator(table: PayTable) -> Calculator:
+    """The process's calculator of a pay table (tables and constants loaded once)."""
+    return Calculator(table)
