@@ -19,6 +19,7 @@ MODULES = (
     "bench.history",
     "bench.logs",
     "bench.reconcile",
+    "bench.integrity",
 )
 
 

@@ -307,3 +307,151 @@ def run(
             cells = " | ".join(f"{name} {r2:6.2%} {r3:6.2%}" for name, (r2, r3) in rates.items())
             echo(f"  {seating:<16} {strategy:<12} {cells}")
     echo(f"({time.perf_counter() - started:.0f} s)")
+    run_day(echo)
+
+
+# --- the day: recomputing 190,000 rounds through the real path ----------------------------
+
+DAY_ROUNDS: Final = int(os.environ.get("BENCH_DAY_ROUNDS", "190000"))
+#: 100 tables: shared hands and boxes, both games, every pay table.
+DAY_TABLES: Final = (
+    "classic*20:shared=20",
+    "progressive*15:shared=20",
+    "royal-20*15:boxes=5",
+    "standard*25:shared=20",
+    "standard*25:boxes=5",
+)
+
+
+def day_facts(rounds: int = DAY_ROUNDS, seed: int = 3) -> list[bytes]:
+    """A day of settled facts (as the ledger stores them: JSON) from the studio's tables.
+
+    Each round is drafted by the studio (bets, cards, decisions with the simple strategy)
+    and settled by the rules core, the fact carrying what ``round.settled`` carries.
+    """
+    import json
+    import random
+
+    from holdem import settle
+    from studio.config import StudioConfig, parse_table_specs
+    from studio.table import StudioTable
+
+    config = StudioConfig(
+        tables=parse_table_specs(list(DAY_TABLES), prefix="day"), rounds=rounds, seed=seed
+    )
+    master = random.Random(seed)
+    out = []
+    for index, spec in enumerate(config.tables):
+        table = StudioTable(spec, config, random.Random(master.getrandbits(64)), 0)
+        meter = table.paytable.jackpot.seed if table.paytable.jackpot else None
+        for _ in range(config.rounds_of(index)):
+            deal, wagers, decisions, folds = _read_draft(table.draft_round().steps)
+            jackpot = any(w.spot.value == "jackpot" for w in wagers)
+            settled = settle(table.paytable, deal, wagers, decisions, meter if jackpot else None)
+            if settled.meter is not None:
+                meter = settled.meter.after
+            fact = {
+                "paytable": {"id": table.paytable.id, "version": table.paytable.version},
+                "deal": {
+                    "boxes": {b: _text(h) for b, h in deal.boxes.items()},
+                    "dealer": _text(deal.dealer),
+                    "board": _text(deal.board),
+                },
+                "folds": folds,
+                "results": [
+                    {
+                        "bet_id": r.bet_id,
+                        "player_id": r.player,
+                        "box": r.box,
+                        "spot": str(r.spot),
+                        "stake": r.stake,
+                        "returned": r.returned,
+                        "outcome": str(r.outcome),
+                        "line": r.line,
+                        "currency": "EUR",
+                    }
+                    for r in settled.results
+                ],
+            }
+            out.append(json.dumps(fact).encode())
+    return out
+
+
+def _text(cards: tuple[int, ...]) -> str:
+    from holdem.cards import cards_text
+
+    return cards_text(cards)
+
+
+def _read_draft(steps: list) -> tuple:  # type: ignore[type-arg]
+    from croupier.contract import EventType
+    from holdem import Action, Deal, Decision, Spot, Stage, Wager
+    from holdem.cards import parse_card
+
+    wagers, decisions, folds = [], [], {}
+    holes: dict[str, list[int]] = {}
+    dealer: list[int] = []
+    board: list[int] = []
+    for step in steps:
+        p = step.payload
+        if step.event_type is EventType.BET_PLACED:
+            wagers.append(
+                Wager(p["bet_id"], p["player_id"], p["box"], Spot(p["spot"]), p["amount"])
+            )
+        elif step.event_type is EventType.CARDS_DEALT:
+            cards = [parse_card(c) for c in p["cards"]]
+            if p["target"] == "player":
+                holes.setdefault(p["box"], []).extend(cards)
+            elif p["target"] == "dealer":
+                dealer += cards
+            elif p["target"] == "board":
+                board += cards
+        elif step.event_type is EventType.DECISION_MADE:
+            action, stage = Action(p["action"]), Stage(p["stage"])
+            decisions.append(
+                Decision(p["ante_bet_id"], stage, action, p.get("bet_id"), p.get("amount"))
+            )
+            if action is Action.FOLD:
+                folds[p["ante_bet_id"]] = str(stage)
+    boxes = {box: (h[0], h[1]) for box, h in holes.items()}
+    return Deal(boxes, (dealer[0], dealer[1]), tuple(board)), wagers, decisions, folds
+
+
+def run_day(echo: Callable[[str], None] = print) -> None:
+    """Time recomputing a day's integrity figures from its settled facts, on one core."""
+    import json
+
+    from croupier.commands.integrity import _prefetch
+    from croupier.integrity import prepare_settled
+    from holdem.integrity.tables import forget_prefetched
+    from holdem.integrity.terms import Terms
+
+    made = time.perf_counter()
+    facts = day_facts()
+    echo(
+        f"day: {len(facts):,} rounds drafted and settled in {time.perf_counter() - made:.0f} s "
+        f"(not timed); tables: {', '.join(DAY_TABLES)}"
+    )
+    load = os.getloadavg()[0]
+    started = time.process_time()
+    wall = time.perf_counter()
+    rounds = [p for body in facts for p in prepare_settled(json.loads(body))]
+    read = time.process_time()
+    _prefetch(rounds)
+    tables_done = time.process_time()
+    totals: dict[tuple[str, str, str], Terms] = {}
+    for prepared in rounds:
+        totals[prepared.labels] = totals.get(prepared.labels, Terms()) + prepared.terms()
+    done = time.process_time()
+    forget_prefetched()
+    echo(
+        f"day: recompute {done - started:.0f} s CPU ({time.perf_counter() - wall:.0f} s wall, "
+        f"load {load:.1f}) for {len(facts):,} rounds: decode and group {read - started:.0f} s, "
+        f"Texas Hold'em Plus flop tables {tables_done - read:.0f} s, "
+        f"terms {done - tables_done:.0f} s; target 300 s"
+    )
+    for labels, t in sorted(totals.items()):
+        echo(
+            f"   {' '.join(labels)}: {t.rounds:,} rounds, "
+            f"deal z {t.deal_z:+.2f}, play z {t.play_z:+.2f}"
+        )

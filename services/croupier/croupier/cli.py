@@ -35,6 +35,7 @@ COMMANDS = (
     "project",
     "reconcile",
     "report",
+    "integrity",
     "par",
     "odds",
     "contracts",

@@ -19,10 +19,12 @@ Guarantees:
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Final
 
 import asyncpg
@@ -60,6 +62,20 @@ _TRANSIENT: Final = (
     # This instance hung inside a transaction and the server ended it (25P03).
     asyncpg.IdleInTransactionSessionTimeoutError,
 )
+
+
+def event_age(body: bytes, now: float | None = None) -> float:
+    """Seconds since a feed event occurred (its ``occurred_at``); 0 when it does not parse.
+
+    The first message of a batch is the oldest one not yet settled (the queue is in order),
+    so its age is the consumer's lag, queue wait included.
+    """
+    try:
+        occurred = json.loads(body)["occurred_at"]
+        moment = datetime.fromisoformat(occurred.replace("Z", "+00:00")).timestamp()
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return 0.0
+    return max(0.0, (time.time() if now is None else now) - moment)
 
 
 def is_transient(error: BaseException) -> bool:
@@ -101,7 +117,10 @@ class FeedConsumer:
         while not self._stopping.is_set():
             batch = await self._next_batch()
             if batch:
+                self.metrics.consumer_lag.set(event_age(batch[0].body))
                 await asyncio.shield(self._process(batch))
+            else:
+                self.metrics.consumer_lag.set(0)
             if time.monotonic() - self._swept >= self.sweep_every:
                 await asyncio.shield(self.sweep())
 

@@ -13,9 +13,20 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from holdem import Action, BetResult, Deal, Decision, Game, Outcome, Spot, Stage, load_paytable
+from holdem import (
+    Action,
+    BetResult,
+    Deal,
+    Decision,
+    Game,
+    Outcome,
+    PayTable,
+    Spot,
+    Stage,
+    load_paytable,
+)
 from holdem.cards import parse_cards
-from holdem.integrity.terms import Terms, calculator
+from holdem.integrity.terms import RoundInput, Terms, calculator, prepare
 
 _STAGE_SPOTS: Final = {
     Stage.PREFLOP: Spot.CALL,
@@ -35,12 +46,36 @@ class RoundTerms:
     terms: Terms
 
 
+@dataclass(frozen=True, slots=True)
+class PreparedRound:
+    """One settled round's bets in one currency, grouped, ready for its terms."""
+
+    table: PayTable
+    currency: str
+    round: RoundInput
+
+    @property
+    def labels(self) -> tuple[str, str, str]:
+        """Game, pay table and currency."""
+        return str(self.table.game), self.table.id, self.currency
+
+    def terms(self) -> Terms:
+        """The round's terms."""
+        return calculator(self.table).terms(self.round)
+
+
 class NoCards(ValueError):
     """A settled fact recorded before settlements carried their cards."""
 
 
 def settled_terms(data: Mapping[str, Any]) -> Iterator[RoundTerms]:
     """The terms of a ``round.settled`` fact, one per currency of its bets."""
+    for prepared in prepare_settled(data):
+        yield RoundTerms(*prepared.labels, prepared.terms())
+
+
+def prepare_settled(data: Mapping[str, Any]) -> Iterator[PreparedRound]:
+    """A ``round.settled`` fact's bets per currency, grouped by box and decisions."""
     if "deal" not in data:
         raise NoCards("this settlement was recorded without its cards")
     table = load_paytable(data["paytable"]["id"], data["paytable"]["version"])
@@ -52,8 +87,7 @@ def settled_terms(data: Mapping[str, Any]) -> Iterator[RoundTerms]:
     folds = data.get("folds", {})
     for currency, results in sorted(by_currency.items()):
         decisions = list(_decisions(results, folds, stages, table.game))
-        terms = calculator(table).round(deal, results, decisions)
-        yield RoundTerms(str(table.game), table.id, currency, terms)
+        yield PreparedRound(table, currency, prepare(deal, results, decisions))
 
 
 def _deal(raw: Mapping[str, Any]) -> Deal:

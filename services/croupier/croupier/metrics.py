@@ -80,9 +80,16 @@ class Metrics:
             labels,
             registry=r,
         )
+        self.consumer_lag = Gauge(
+            "croupier_consumer_lag_seconds",
+            "Age of the oldest feed event not yet settled (from its occurred_at; queue wait "
+            "included), 0 when the queue is empty",
+            registry=r,
+        )
         self.latency = Histogram(
             "croupier_settlement_latency_seconds",
-            "From a round.completed delivery to the commit of its settlement",
+            "From a round.completed delivery to the commit of its settlement (batch work only; "
+            "the wait in the queue is croupier_consumer_lag_seconds)",
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10),
             registry=r,
         )

@@ -346,3 +346,13 @@ async def test_a_closed_round_stays_in_memory_while_a_later_batch_on_it_commits(
     report = await settler.commit(second)
     assert [h.verdict for h in report.handled] == ["rejected"]
     assert settler.rounds == []
+
+
+def test_consumer_lag_is_the_age_of_the_event_at_the_head_of_the_batch() -> None:
+    from croupier.consumer import event_age
+
+    body = b'{"occurred_at": "2026-12-01T03:00:00.000Z", "event_id": "x"}'
+    moment = 1_796_094_000.0  # 2026-12-01T03:00:00Z
+    assert event_age(body, now=moment + 57.5) == 57.5
+    assert event_age(b"not json", now=moment) == 0.0
+    assert event_age(b'{"occurred_at": 5}', now=moment) == 0.0

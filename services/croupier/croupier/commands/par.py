@@ -11,6 +11,12 @@ from typing import Any
 from croupier.console import add_json_argument, bounded_int, paytable_id, print_json
 from croupier.errors import CommandError
 from croupier.progress import Progress
+from holdem.integrity.constants import (
+    compute_constants,
+    constants_directory,
+    constants_file_name,
+    dump_constants,
+)
 from holdem.odds.par import (
     ParDataError,
     compute_par,
@@ -87,6 +93,18 @@ def _write(tables: list[PayTable], args: argparse.Namespace) -> None:
             markdown = render_markdown(par_tables(sheet), par_heading(sheet), par_intro(sheet))
             (args.docs / name).write_text(markdown, encoding="utf-8")
             print(f"  {table.id} v{table.version}: RTP {float(sheet.base.rtp()) * 100:.4f}%")
+        with Progress(f"deal constants {game}", "flops") as meter:
+
+            def step(done: int, total: int, meter: Progress = meter) -> None:
+                meter.total = total
+                meter.advance(done - meter.done)
+
+            deal = compute_constants(chosen, step)
+        for table, constants in zip(chosen, deal, strict=True):
+            path = constants_directory() / constants_file_name(table)
+            path.write_text(dump_constants(constants), encoding="utf-8")
+            mean, variance = float(constants.mean[0]), float(constants.covariance[0][0])
+            print(f"  {table.id}: deal value mean {mean:+.6f}, variance {variance:.6f} antes^2")
 
 
 def _at_meter(sheet: ParSheet, table: PayTable, meter: int | None) -> ParSheet:

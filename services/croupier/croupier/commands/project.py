@@ -9,9 +9,13 @@ import sys
 import time
 from typing import Any
 
+from prometheus_client import start_http_server
+
 from croupier.console import add_ledger_argument, bounded_int, ledger_at, ledger_of
 from croupier.ledger import LedgerError
+from croupier.metrics import Metrics
 from croupier.projection import ProjectionError, open_store
+from croupier.projection.integrity import IntegrityProjection
 from croupier.projection.projector import DEFAULT_BATCH, Progress, Projector
 from croupier.projection.registry import load_projections
 
@@ -42,6 +46,11 @@ def register(subparsers: Any) -> None:
         default=DEFAULT_BATCH,
         help="ledger events per transaction",
     )
+    parser.add_argument(
+        "--metrics-port",
+        type=bounded_int(1, 65535),
+        help="serve Prometheus metrics of the projections (integrity figures) on this port",
+    )
     parser.set_defaults(run=run)
 
 
@@ -61,6 +70,8 @@ async def _project(args: argparse.Namespace) -> int:
         created = await projector.setup()
         if created:
             print(f"created read models: {', '.join(created)}")
+        if args.metrics_port:
+            await _serve_metrics(projector, args.metrics_port)
         report = _reporter()
         if args.rebuild:
             position = await projector.rebuild(report)
@@ -77,6 +88,18 @@ async def _project(args: argparse.Namespace) -> int:
             print("following the ledger (Ctrl-C stops)")
             await projector.follow(stop)
     return 0
+
+
+async def _serve_metrics(projector: Projector, port: int) -> None:
+    """Export what projections count (the integrity figures) on ``port``'s ``/metrics``."""
+    metrics = Metrics()
+    metrics.initialise()
+    for projection in projector.projections:
+        if isinstance(projection, IntegrityProjection):
+            async with projector.store.session() as session:
+                await projection.export(metrics, session)
+    start_http_server(port, registry=metrics.registry)
+    print(f"metrics on http://0.0.0.0:{port}/metrics")
 
 
 def _reporter() -> Any:

@@ -162,6 +162,9 @@ class Projection(ABC):
     def apply(self, events: Sequence[RecordedEvent], changes: Changes) -> None:
         """Add to ``changes`` what ``events`` (in position order) do to the read model."""
 
+    def committed(self, changes: Changes) -> None:  # noqa: B027 - a hook, empty by default
+        """Called once the changes of the last ``apply`` are committed (e.g. for metrics)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Step:

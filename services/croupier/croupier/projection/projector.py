@@ -92,6 +92,7 @@ class Projector:
                 continue
             for step in steps:
                 at[step.projection.name] = step.upto
+                step.projection.committed(step.changes)
             done += len(events)
             if on_progress is not None:
                 on_progress(Progress(min(at.values()), target, done))

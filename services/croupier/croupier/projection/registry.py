@@ -10,7 +10,11 @@ from collections.abc import Sequence
 
 from croupier.projection import Projection, ProjectionError
 
-PROJECTIONS = ("croupier.projection.wagers", "croupier.projection.rounds")
+PROJECTIONS = (
+    "croupier.projection.wagers",
+    "croupier.projection.rounds",
+    "croupier.projection.integrity",
+)
 
 
 def load_projections(names: Sequence[str] = ()) -> list[Projection]:

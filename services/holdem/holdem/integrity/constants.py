@@ -83,7 +83,7 @@ def jackpot_net(table: PayTable, five: HandValue) -> Fraction:
     """The jackpot's net per stake on hole + flop, meter lines at the model meter."""
     assert table.jackpot is not None
     line = jackpot_line(five)
-    if line in table.jackpot.meter_percent:
+    if line is not None and line in table.jackpot.meter_percent:
         return Fraction(table.jackpot.meter_percent[line], 100) * jackpot_model_meter(table)
     multiplier = table.pays(Spot.JACKPOT, line) if line else None
     return Fraction(-1 if multiplier is None else multiplier)

@@ -17,7 +17,7 @@ import hashlib
 import os
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from pathlib import Path
@@ -220,3 +220,70 @@ def thp_flop_table(multipliers: Multipliers, flop: Flop) -> ThpFlopTable:
     for array in (wins, losses, best, flop_n):
         array.setflags(write=False)
     return ThpFlopTable(wins, losses, best, flop_n)
+
+
+@dataclass(frozen=True, slots=True)
+class ThpSituation:
+    """What one Texas Hold'em Plus situation (hole, flop, turn card) needs from its table.
+
+    - ``flop``: flop numerators of check, fold, bet (over 47 x 45,540);
+    - ``after``: the best-play value after this turn card, following a flop check or bet
+      (antes);
+    - ``spread``: over the 47 possible turn cards, the variance of the value after a check,
+      its covariance with the value after a bet, and the variance after a bet (antes^2);
+    - ``wins`` (by the player's final category) and ``losses`` after this turn card, over
+      45,540 completions.
+    """
+
+    flop: tuple[int, int, int]
+    after: tuple[float, float]
+    spread: tuple[float, float, float]
+    wins: tuple[int, ...]
+    losses: int
+
+
+_THP_KNOWN: dict[tuple[Multipliers, Flop, int, int], ThpSituation] = {}
+
+
+def thp_situation(multipliers: Multipliers, flop: Flop, row: int, turn: int) -> ThpSituation:
+    """One situation of a canonical flop: prefetched, else from the flop's table."""
+    known = _THP_KNOWN.get((multipliers, flop, row, turn))
+    if known is not None:
+        return known
+    return _thp_situation(thp_flop_table(multipliers, flop), row, turn)
+
+
+def _thp_situation(table: ThpFlopTable, row: int, turn: int) -> ThpSituation:
+    after = table.best_turn[:, row, :].astype(np.float64) / THP_TURN_COMPLETIONS
+    centred = after - after.mean(axis=1, keepdims=True)
+    spread = (centred @ centred.T) / after.shape[1]
+    f = table.flop[row]
+    return ThpSituation(
+        (int(f[0]), int(f[1]), int(f[2])),
+        (float(after[0, turn]), float(after[1, turn])),
+        (float(spread[0, 0]), float(spread[0, 1]), float(spread[1, 1])),
+        tuple(int(x) for x in table.wins[row, turn]),
+        int(table.losses[row, turn]),
+    )
+
+
+def prefetch_thp(
+    multipliers: Multipliers,
+    situations: Iterable[tuple[Flop, int, int]],
+    progress: Progress | None = None,
+) -> None:
+    """Compute many situations flop by flop, each flop's table once (a recompute's pass)."""
+    by_flop: dict[Flop, set[tuple[int, int]]] = {}
+    for flop, row, turn in situations:
+        by_flop.setdefault(flop, set()).add((row, turn))
+    for done, (flop, wanted) in enumerate(sorted(by_flop.items()), 1):
+        table = thp_flop_table(multipliers, flop)
+        for row, turn in wanted:
+            _THP_KNOWN[(multipliers, flop, row, turn)] = _thp_situation(table, row, turn)
+        if progress:
+            progress(done, len(by_flop))
+
+
+def forget_prefetched() -> None:
+    """Drop prefetched situations (after a recompute)."""
+    _THP_KNOWN.clear()

@@ -30,8 +30,8 @@ All amounts are minor units; terms are floats because expectations are fractions
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from functools import cache
 from math import sqrt
 from typing import Final
@@ -48,7 +48,7 @@ from holdem.integrity.constants import (
     load_constants,
     plus_net,
 )
-from holdem.integrity.tables import ch_flop_table, place, thp_flop_table, turn_index
+from holdem.integrity.tables import Flop, ch_flop_table, place, thp_situation, turn_index
 from holdem.odds.combos import hole_class
 from holdem.odds.par import load_par
 from holdem.odds.situation import (
@@ -102,8 +102,12 @@ def _z(difference: float, variance: float) -> float:
 
 
 @dataclass
-class _Player:
-    """One ante and what hangs on it: side bets, play wagers, decisions, returns."""
+class Group:
+    """Antes on one box with the same decisions, and what hangs on them, summed.
+
+    Every figure of a box is linear in the stakes of players who decided alike, so a shared
+    hand of thousands of players is a handful of groups.
+    """
 
     ante: int = 0
     ante_bet_id: str = ""
@@ -113,13 +117,19 @@ class _Player:
     actions: dict[Stage, Action] = field(default_factory=dict)
 
 
-def _players(
-    results: Sequence[BetResult], decisions: Sequence[Decision]
-) -> dict[str, list[_Player]]:
-    """The round's antes by box, each with its bets' stakes and returns."""
-    by_key: dict[tuple[str, str], _Player] = {}
+@dataclass(frozen=True, slots=True)
+class RoundInput:
+    """What a round's terms are computed from: its cards, and its groups per box."""
+
+    deal: Deal
+    boxes: Mapping[str, tuple[Group, ...]]
+
+
+def prepare(deal: Deal, results: Sequence[BetResult], decisions: Sequence[Decision]) -> RoundInput:
+    """A settled round's bets (one currency's) grouped by box and decisions."""
+    by_key: dict[tuple[str, str], Group] = {}
     for r in results:
-        p = by_key.setdefault((r.player, r.box), _Player())
+        p = by_key.setdefault((r.player, r.box), Group())
         p.staked += r.stake
         p.returned += r.returned
         if r.spot is Spot.ANTE:
@@ -127,15 +137,39 @@ def _players(
         elif r.spot not in _MAIN:
             p.side.setdefault(r.spot, []).append(r)
     actions = {(d.ante_bet_id, d.stage): d.action for d in decisions}
-    out: dict[str, list[_Player]] = {}
+    merged: dict[tuple[str, tuple[Action | None, ...]], Group] = {}
     for (_, box), p in by_key.items():
         assert p.ante_bet_id, "every bet on a box hangs on an ante"
-        for stage in Stage:
-            action = actions.get((p.ante_bet_id, stage))
+        path = tuple(actions.get((p.ante_bet_id, stage)) for stage in Stage)
+        for stage, action in zip(Stage, path, strict=True):
             if action is not None:
                 p.actions[stage] = action
-        out.setdefault(box, []).append(p)
-    return out
+        into = merged.get((box, path))
+        if into is None:
+            merged[(box, path)] = p
+            continue
+        into.ante += p.ante
+        into.staked += p.staked
+        into.returned += p.returned
+        for spot, bets in p.side.items():
+            into.side.setdefault(spot, []).extend(bets)
+    boxes: dict[str, list[Group]] = {}
+    for (box, _), group in merged.items():
+        for spot, bets in group.side.items():
+            if len(bets) > 1:
+                first = bets[0]
+                stake, back = sum(b.stake for b in bets), sum(b.returned for b in bets)
+                group.side[spot] = [replace(first, stake=stake, returned=back)]
+        boxes.setdefault(box, []).append(group)
+    return RoundInput(deal, {box: tuple(groups) for box, groups in boxes.items()})
+
+
+def thp_keys(round_: RoundInput) -> Iterator[tuple[Flop, int, int]]:
+    """The Texas Hold'em Plus situations a round's terms read (to prefetch them)."""
+    for box in round_.boxes:
+        hole = round_.deal.boxes[box]
+        where = place(hole, round_.deal.board[:3])
+        yield where.flop, where.row, turn_index(where, hole, round_.deal.board[3])
 
 
 class Calculator:
@@ -164,13 +198,18 @@ class Calculator:
         self, deal: Deal, results: Sequence[BetResult], decisions: Sequence[Decision]
     ) -> Terms:
         """The terms of one settled round (one currency's bets)."""
+        return self.terms(prepare(deal, results, decisions))
+
+    def terms(self, round_: RoundInput) -> Terms:
+        """The terms of one prepared round."""
         total = Terms(rounds=1)
-        for box, players in _players(results, decisions).items():
+        deal = round_.deal
+        for box, groups in round_.boxes.items():
             hole = deal.boxes[box]
             if self.table.game is Game.CASINO_HOLDEM:
-                total += self._ch_box(hole, deal.board, players)
+                total += self._ch_box(hole, deal.board, groups)
             else:
-                total += self._thp_box(hole, deal.board, players)
+                total += self._thp_box(hole, deal.board, groups)
         return total
 
     # -- deal value ------------------------------------------------------------------------
@@ -183,7 +222,7 @@ class Calculator:
         return Terms(0, value, mean, float(w @ self._cov @ w))
 
     @staticmethod
-    def _weights(players: Sequence[_Player]) -> dict[Spot, int]:
+    def _weights(players: Sequence[Group]) -> dict[Spot, int]:
         out: dict[Spot, int] = {Spot.ANTE: sum(p.ante for p in players)}
         for p in players:
             for spot, bets in p.side.items():
@@ -192,7 +231,9 @@ class Calculator:
 
     # -- Casino Hold'em --------------------------------------------------------------------
 
-    def _ch_box(self, hole: tuple[int, int], board: Sequence[int], players: list[_Player]) -> Terms:
+    def _ch_box(
+        self, hole: tuple[int, int], board: Sequence[int], players: Sequence[Group]
+    ) -> Terms:
         flop = board[:3]
         where = place(hole, flop)
         table = ch_flop_table(self.multipliers, where.flop)
@@ -231,13 +272,13 @@ class Calculator:
     # -- Texas Hold'em Plus ----------------------------------------------------------------
 
     def _thp_box(
-        self, hole: tuple[int, int], board: Sequence[int], players: list[_Player]
+        self, hole: tuple[int, int], board: Sequence[int], players: Sequence[Group]
     ) -> Terms:
         where = place(hole, board[:3])
-        table = thp_flop_table(self.multipliers, where.flop)
-        row, turn = where.row, turn_index(where, hole, board[3])
-        flop_n = table.flop[row]
-        v1 = float(flop_n.max()) / _THP_FLOP
+        s = thp_situation(
+            self.multipliers, where.flop, where.row, turn_index(where, hole, board[3])
+        )
+        v1 = max(s.flop) / _THP_FLOP
         name = hole_class(hole[0], hole[1])
         per_stake = [v1]
         plus = plus_net(self.table, hole) if Spot.PLUS in self._spots else -1
@@ -245,8 +286,8 @@ class Calculator:
             per_stake.append(float(plus))
         deal = self._deal(per_stake, self._weights(players))
         q0 = self._preflop[name]
-        after = table.best_turn[:, row, :].astype(np.float64) / THP_TURN_COMPLETIONS  # (2, 47)
-        turn_n = self._turn_numerators(table.wins[row, turn], table.losses[row, turn])
+        wins = np.asarray(s.wins, dtype=np.int64)
+        turn_n = self._turn_numerators(wins, s.losses)
         callers = 0
         flop_w = [0, 0]  # by flop bet
         turn_w: dict[tuple[int, int], int] = {}
@@ -267,9 +308,9 @@ class Calculator:
             else:
                 fb = int(flop is Action.BET)
                 staked += fb
-                net -= v1 - float(flop_n[2 if fb else 0]) / _THP_FLOP
+                net -= v1 - s.flop[2 if fb else 0] / _THP_FLOP
                 flop_w[fb] += p.ante
-                v2 = float(after[fb, turn])
+                v2 = s.after[fb]
                 action = p.actions.get(Stage.TURN, Action.CHECK)
                 q2 = float(turn_n[fb][{Action.CHECK: 0, Action.FOLD: 1, Action.BET: 2}[action]])
                 net -= v2 - q2 / THP_TURN_COMPLETIONS
@@ -278,12 +319,13 @@ class Calculator:
                     staked += tb
                     turn_w[(fb, tb)] = turn_w.get((fb, tb), 0) + p.ante
             expected += p.ante * (staked + net)
+        w0, w1 = flop_w
         variance = callers * callers * self._preflop_var[name]
-        variance += _variance_over_turns(after, flop_w)
-        variance += self._showdown_variance(table.wins[row, turn], table.losses[row, turn], turn_w)
+        variance += w0 * w0 * s.spread[0] + 2 * w0 * w1 * s.spread[1] + w1 * w1 * s.spread[2]
+        variance += self._showdown_variance(wins, s.losses, turn_w)
         return deal + Terms(0, 0, 0, 0, actual, expected, variance)
 
-    def _turn_numerators(self, wins: np.ndarray, losses: np.ndarray) -> list[list[int]]:
+    def _turn_numerators(self, wins: np.ndarray, losses: int) -> list[list[int]]:
         """Check, fold and bet numerators at the turn, after a flop check and a flop bet."""
         m = np.asarray(self.multipliers, dtype=np.int64)
         won = int(wins.sum())
@@ -296,7 +338,7 @@ class Calculator:
         return out
 
     def _showdown_variance(
-        self, wins: np.ndarray, losses: np.ndarray, weights: Mapping[tuple[int, int], int]
+        self, wins: np.ndarray, losses: int, weights: Mapping[tuple[int, int], int]
     ) -> float:
         """Variance of the stakes still in at the turn, over the 45,540 completions."""
         if not weights:
@@ -311,14 +353,6 @@ class Calculator:
         p = counts.astype(np.float64) / THP_TURN_COMPLETIONS
         mean = float(p @ y)
         return float(p @ (y - mean) ** 2)
-
-
-def _variance_over_turns(after: np.ndarray, weights: Sequence[int]) -> float:
-    """Variance over the 47 turn cards of the best value after them, stake-weighted."""
-    if not any(weights):
-        return 0.0
-    y = weights[0] * after[0] + weights[1] * after[1]
-    return float(np.mean((y - y.mean()) ** 2))
 
 
 @cache
