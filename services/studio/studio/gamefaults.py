@@ -24,7 +24,7 @@ from holdem.evaluator import Category, evaluate
 from studio.config import GameFaults
 
 #: Rates that move the main game's RTP by about one point (Casino Hold'em, best play).
-ONE_POINT: Final = {"deal_bias": 0.06, "completion_bias": 0.05}
+ONE_POINT: Final = {"deal_bias": 0.037, "completion_bias": 0.055}
 
 
 def draw(cards: int, boxes: int, faults: GameFaults, rng: random.Random) -> list[int]:

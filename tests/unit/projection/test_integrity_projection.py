@@ -99,7 +99,8 @@ async def test_sigkill_while_projecting_resumes_with_the_same_totals(
     projector = Projector(ledger, open_store(ledger), [IntegrityProjection()], batch=20)
     await projector.setup()
     head = await ledger.last_position()
-    for delay in (1.5, 2.0, 2.5):
+    reached = 0
+    for _ in range(3):  # killed three times, each time once it has committed more
         command = [sys.executable, "-m", "croupier.cli", "project", "--ledger", url]
         process = subprocess.Popen(
             [*command, "--only=integrity", "--batch", "20"],
@@ -107,9 +108,14 @@ async def test_sigkill_while_projecting_resumes_with_the_same_totals(
             stderr=subprocess.DEVNULL,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
-        await asyncio.sleep(delay)
+        for _ in range(1200):
+            (at,) = (await projector.store.checkpoints([IntegrityProjection()])).values()
+            if at > reached or process.poll() is not None:
+                break
+            await asyncio.sleep(0.05)
         process.send_signal(signal.SIGKILL)
         process.wait()
+        (reached,) = (await projector.store.checkpoints([IntegrityProjection()])).values()
     (at,) = (await projector.store.checkpoints([IntegrityProjection()])).values()
     assert 0 < at < head, "the projector was not killed part-way: nothing was proven"
     assert await projector.catch_up() == head

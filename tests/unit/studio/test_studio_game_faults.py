@@ -30,7 +30,7 @@ def _first_box_no_pair(deck: list[int]) -> bool:
 
 
 def _dealer_qualifies(deck: list[int]) -> bool:
-    board = deck[2 * BOXES + 4 : 2 * BOXES + 7] + [deck[2 * BOXES + 8], deck[2 * BOXES + 10]]
+    board = [*deck[2 * BOXES + 4 : 2 * BOXES + 7], deck[2 * BOXES + 8], deck[2 * BOXES + 10]]
     return dealer_qualifies(evaluate(deck[2 * BOXES + 1 : 2 * BOXES + 3] + board))
 
 

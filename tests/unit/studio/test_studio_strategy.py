@@ -121,7 +121,7 @@ def test_best_play_asks_its_advisor_and_can_be_registered() -> None:
 
 
 def test_unknown_strategy_is_named() -> None:
-    with pytest.raises(ValueError, match="known: always-call, best-play, simple"):
+    with pytest.raises(ValueError, match="known: always-call, best-play, random, simple"):
         make_strategy("clairvoyant", random.Random(0))
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import sys
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from holdem.odds import engine
+from holdem.odds import engine, situation
 from holdem.odds.combos import SUIT_PERMUTATIONS, canonical_flops, pair_index, permute_suits
 from holdem.odds.engine import casino_holdem_flop_all, thp_flop_all
 from holdem.odds.situation import THP_TURN_COMPLETIONS, ch_call_numerator, thp_turn_numerators
@@ -164,9 +163,8 @@ def preload_ch(multipliers: Multipliers, progress: Progress | None = None) -> No
 
 
 def _cache_file(multipliers: Multipliers) -> Path:
-    source = b"".join(
-        Path(module.__file__ or "").read_bytes() for module in (engine, sys.modules[__name__])
-    )
+    # Keyed on the code that counts the outcomes, and on the ante table.
+    source = b"".join(Path(module.__file__ or "").read_bytes() for module in (engine, situation))
     digest = hashlib.sha256(repr(multipliers).encode() + source).hexdigest()[:16]
     root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return root / "croupier" / f"integrity-ch-{digest}.npz"

@@ -57,7 +57,7 @@ from holdem.odds.situation import (
     THP_TURNS,
     ante_multipliers,
 )
-from holdem.paytable import Game, PayTable, Spot
+from holdem.paytable import Game, PayTable, Spot, load_paytable
 
 _THP_FLOP: Final = THP_TURNS * THP_TURN_COMPLETIONS
 _MAIN: Final = frozenset({Spot.ANTE, Spot.CALL, Spot.FLOP_BET, Spot.TURN_BET})
@@ -355,7 +355,11 @@ class Calculator:
         return float(p @ (y - mean) ** 2)
 
 
-@cache
 def calculator(table: PayTable) -> Calculator:
     """The process's calculator of a pay table (tables and constants loaded once)."""
-    return Calculator(table)
+    return _calculator(table.id, table.version)
+
+
+@cache
+def _calculator(paytable_id: str, version: int) -> Calculator:
+    return Calculator(load_paytable(paytable_id, version))

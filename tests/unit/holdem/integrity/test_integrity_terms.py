@@ -82,7 +82,9 @@ def test_a_casino_holdem_shared_hand_by_hand() -> None:
     assert got.rounds == 1
 
 
-def _turn_values(hole: str, flop: str, turn: str, flop_bet: bool) -> tuple[Fraction, dict[Action, Fraction]]:
+def _turn_values(
+    hole: str, flop: str, turn: str, flop_bet: bool
+) -> tuple[Fraction, dict[Action, Fraction]]:
     odds = texas_holdem_plus_turn(STANDARD, hole, flop, turn, flop_bet=flop_bet)
     return max(odds.ev.values()), dict(odds.ev)
 
