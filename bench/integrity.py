@@ -311,14 +311,66 @@ def run(
         f"no fault: share of {many} seeds with |z| > 2 / > 3 after {horizon:,} rounds "
         f"(nominal {normal[0]:.2%} / {normal[1]:.2%})"
     )
-    seatings["7 boxes"] = (7, 1)
     for seating, (boxes, players) in seatings.items():
         for strategy in strategies:
             rates = alarm_rates(Case(strategy, boxes, players), many, horizon)
             cells = " | ".join(f"{name} {r2:6.2%} {r3:6.2%}" for name, (r2, r3) in rates.items())
             echo(f"  {seating:<16} {strategy:<12} {cells}")
+    echo(
+        "boxes of one round (real path: studio-style rounds, rules core, Calculator): "
+        "sum of squared play residuals over the sum of stated variances (1 = exact, "
+        "below 1 = on the safe side), and the z-score"
+    )
+    for paytable in ("casino-holdem/classic", "texas-holdem-plus/standard"):
+        for strategy in ("always call", "random"):
+            scale, z, n = box_scale(paytable, 5, strategy, MULTIBOX_ROUNDS)
+            line = f"{scale:5.2f} over {n} rounds, z {z:+.2f}"
+            echo(f"  {paytable:<28} 5 boxes {strategy:<12} {line}")
     echo(f"({time.perf_counter() - started:.0f} s)")
     run_day(echo)
+
+
+MULTIBOX_ROUNDS: Final = int(os.environ.get("BENCH_MULTIBOX_ROUNDS", "300"))
+
+
+def box_scale(paytable: str, boxes: int, strategy: str, rounds: int) -> tuple[float, float, int]:
+    """Fair multi-box rounds through the real path: sum r^2 / sum variance, z, rounds."""
+    from holdem import Action, Deal, Decision, Spot, Stage, Wager, settle
+    from holdem.integrity.terms import Calculator
+
+    table = load_paytable(paytable)
+    calculator = Calculator(table)
+    rng = np.random.default_rng(17)
+    ch = table.game.value == "casino_holdem"
+    stages = (Stage.FLOP,) if ch else (Stage.PREFLOP, Stage.FLOP, Stage.TURN)
+    squares = variance = total = 0.0
+    for _ in range(rounds):
+        cards = rng.permutation(52)[: 2 * boxes + 7].tolist()
+        holes = {str(b): (cards[2 * b], cards[2 * b + 1]) for b in range(boxes)}
+        deal = Deal(holes, (cards[-7], cards[-6]), tuple(cards[-5:]))
+        wagers, decisions = [], []
+        for b in range(boxes):
+            ante = f"a{b}"
+            wagers.append(Wager(ante, f"p{b}", str(b), Spot.ANTE, 100))
+            for stage in stages:
+                if stage in (Stage.FLOP, Stage.PREFLOP) and (ch or stage is Stage.PREFLOP):
+                    call = strategy == "always call" or rng.random() < 0.5
+                    action = Action.CALL if call else Action.FOLD
+                else:
+                    options = (Action.BET,) if strategy == "always call" else tuple(Action)[1:]
+                    action = options[int(rng.integers(len(options)))]
+                bet = f"{stage}{b}" if action in (Action.CALL, Action.BET) else None
+                amount = (200 if action is Action.CALL else 100) if bet else None
+                decisions.append(Decision(ante, stage, action, bet, amount))
+                if action is Action.FOLD:
+                    break
+        results = settle(table, deal, wagers, decisions).results
+        terms = calculator.round(deal, results, decisions)
+        residual = terms.play_actual - terms.play_expected
+        squares += residual * residual
+        variance += terms.play_variance
+        total += residual
+    return squares / variance, total / sqrt(variance), rounds
 
 
 # --- the day: recomputing 190,000 rounds through the real path ----------------------------

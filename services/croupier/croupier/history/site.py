@@ -30,6 +30,9 @@ from croupier.projection.registry import load_projections
 
 TOKEN_SECONDS: Final = 3600
 START_SECONDS: Final = 30.0
+#: The read models the pages read. The integrity statistics are CPU work (exact odds per
+#: flop): ``croupier project`` follows them in a process of its own, never beside a service.
+PAGE_READ_MODELS: Final = ("wagers", "rounds")
 
 
 @dataclass(frozen=True)
@@ -84,7 +87,9 @@ async def history_site(database_url: str, port: int) -> AsyncIterator[HistorySit
 async def _serve(database_url: str, port: int, secret: str, running: _Running) -> None:
     try:
         async with open_ledger(database_url) as ledger:
-            projector = Projector(ledger, open_read_models(ledger), load_projections())
+            projector = Projector(
+                ledger, open_read_models(ledger), load_projections(PAGE_READ_MODELS)
+            )
             await projector.setup()
             stop = asyncio.Event()
             store = open_store(database_url)
