@@ -180,7 +180,9 @@ def test_compose_wires_the_environment_the_code_reads() -> None:
 
 def test_compose_runs_the_projector_and_the_read_only_web_service_apart() -> None:
     services = _load_yaml(DEPLOY / "compose.yaml")["services"]
-    assert services["projector"]["command"] == ["project", "--follow"]
+    assert services["projector"]["command"] == ["project", "--follow", "--metrics-port", "9465"]
+    scraped = _load_yaml(PROMETHEUS / "prometheus.yml")["scrape_configs"]
+    assert {"targets": ["projector:9465"]} in [c for j in scraped for c in j["static_configs"]]
     assert services["web"]["command"] == ["web"]
     env = services["web"]["environment"]
     for name in ("CROUPIER_WEB_PORT", "CROUPIER_PLAYER_TOKEN_SECRET", "CROUPIER_DATABASE_URL"):
