@@ -17,7 +17,11 @@ Rows:
   naive beside new. ``>N`` means it had not fired by the cap.
 - ``no fault``: with a fair shoe, the share of seeds whose |z| after a fixed number of rounds
   exceeds 2 (nominal 4.55%) and 3 (nominal 0.27%), per strategy and seating (single box,
-  shared hand, 7 boxes).
+  50-player shared hand).
+- ``boxes``: several boxes of one round share the board and the dealer. Through the real
+  path (rules core and :class:`holdem.integrity.terms.Calculator`), fair 5-box rounds: the
+  sum of squared play residuals over the sum of stated variances (1: exact; below 1: the
+  stated variance is on the safe side, Texas Hold'em Plus's bound).
 - ``day``: the throughput of recomputing a day (190,000 rounds) through the real path
   (settled facts -> :func:`croupier.integrity.settled_terms`), see :func:`run_day`.
 
