@@ -484,7 +484,7 @@ class Round:
         return {
             ante: str(stage)
             for (ante, stage), decision in sorted(self.decisions.items())
-            if decision.action is Action.FOLD
+            if decision.action is holdem.Action.FOLD
         }
 
     def _void(self, event: RoundVoided, snap: Snapshot) -> Fact:
