@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import io
+import json
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from croupier.audit import BooksAudit, round_problems
+from croupier.cli import main
 from croupier.ledger import Ledger, RecordedEvent, open_ledger
 from croupier.replay import replay
 from croupier.round import SETTLED
@@ -128,3 +132,20 @@ def test_closed_rounds_are_counted_and_their_problems_located() -> None:
     audit.read([_fact(9, SETTLED, _settled([*BALANCED[:3], ("house", 0)]), "round:t1:r1")])
     assert audit.report.rounds == 1 and not audit.report.ok
     assert audit.report.problems == ["position 9 (round:t1:r1): EUR postings sum to 200, not 0"]
+
+
+def test_verify_runs_the_books_audit_and_reports_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = StudioConfig(every_paytable(players=4), rounds=24, seed=3, side_bet_rate=1.0)
+    feed = tmp_path / "feed.jsonl"
+    feed.write_bytes(b"".join(message.body + b"\n" for message in simulate(config)))
+    ledger = f"sqlite:///{tmp_path / 'books.db'}"
+    out, rejected = str(tmp_path / "results.jsonl"), str(tmp_path / "rejected.jsonl")
+    assert (
+        main(["replay", str(feed), "--out", out, "--rejections", rejected, "--ledger", ledger]) == 0
+    )
+    capsys.readouterr()
+    assert main(["verify", "--ledger", ledger, "--json"]) == 0
+    books = json.loads(capsys.readouterr().out)["books"]
+    assert (books["rounds"], books["found"], books["problems"]) == (24, 0, [])

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+from dataclasses import asdict
 from typing import Any
 
+from croupier.audit import BooksAudit, BooksReport
 from croupier.bus import DEAD_LETTER_EXCHANGE
 from croupier.console import (
     add_json_argument,
@@ -21,12 +23,13 @@ from croupier.console import (
     print_json,
 )
 from croupier.errors import ExitCode
-from croupier.ledger import VerifyReport
+from croupier.ledger import Ledger, VerifyReport
 from croupier.ledger.signing import LedgerPublicKey, SigningKeyError
 from croupier.progress import Progress
 from croupier.settler import outbox_rule
 
 LISTED = 50  # problems printed one per line; --json lists every one
+BOOKS_PAGE = 5_000  # ledger rows read per page by the books audit
 
 
 def register(subparsers: Any) -> None:
@@ -69,30 +72,46 @@ def _anchor(text: str) -> tuple[int, str]:
 
 def run(args: argparse.Namespace) -> int:
     """Print the verification report; 1 when any row is changed, removed or inserted."""
-    report = asyncio.run(_verify(ledger_of(args), args.anchor, args.public_key))
+    report, books = asyncio.run(_verify(ledger_of(args), args.anchor, args.public_key))
+    ok = report.ok and books.ok
     if args.json:
-        print_json(report.to_json())
+        print_json({**report.to_json(), "ok": ok, "books": asdict(books)})
     else:
         print(report.summary())
+        print(books.summary())
+        for line in books.problems[:LISTED]:
+            print(f"  {line}")
         for problem in report.problems[:LISTED]:
             print(f"  {problem.line()}")
         if len(report.problems) > LISTED:
             print(f"  ... and {len(report.problems) - LISTED} more (--json lists every one)")
-        if report.ok:  # a head worth keeping outside the database, for the next verification
+        if ok:  # a head worth keeping outside the database, for the next verification
             print(f"anchor for the next run: --anchor {report.head_position}:{report.head_hash}")
-    return ExitCode.OK if report.ok else ExitCode.FINDING
+    return ExitCode.OK if ok else ExitCode.FINDING
 
 
 async def _verify(
     url: str, anchor: tuple[int, str] | None, key: LedgerPublicKey | None
-) -> VerifyReport:
+) -> tuple[VerifyReport, BooksReport]:
     async with ledger_at(url) as ledger:
         total = await ledger.last_position()
         with Progress("verify", "rows", total) as progress:
-            return await ledger.verify(
+            report = await ledger.verify(
                 anchor=anchor,
                 progress=progress.advance,
                 public_key=key,
                 outbox_rule=outbox_rule,
                 unruled=(DEAD_LETTER_EXCHANGE,),
             )
+        return report, await _audit(ledger, total)
+
+
+async def _audit(ledger: Ledger, total: int) -> BooksReport:
+    """The books re-checked from the recorded facts (croupier.audit), page by page."""
+    audit, after = BooksAudit(), 0
+    with Progress("books", "rows", total) as progress:
+        while page := await ledger.read_all(after, BOOKS_PAGE):
+            audit.read(page)
+            after = page[-1].position
+            progress.advance(len(page))
+    return audit.report
