@@ -73,8 +73,8 @@ def event_age(body: bytes, now: float | None = None) -> float:
     try:
         occurred = json.loads(body)["occurred_at"]
         moment = datetime.fromisoformat(occurred.replace("Z", "+00:00")).timestamp()
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return 0.0
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        return 0.0  # hostile bodies reach here too (deep nesting): the contract rejects them
     return max(0.0, (time.time() if now is None else now) - moment)
 
 

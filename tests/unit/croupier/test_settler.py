@@ -355,4 +355,6 @@ def test_consumer_lag_is_the_age_of_the_event_at_the_head_of_the_batch() -> None
     moment = 1_796_094_000.0  # 2026-12-01T03:00:00Z
     assert event_age(body, now=moment + 57.5) == 57.5
     assert event_age(b"not json", now=moment) == 0.0
+    # A hostile body at the head of a batch must not stop the consumer.
+    assert event_age(b'{"a":' * 3_000, now=moment) == 0.0
     assert event_age(b'{"occurred_at": 5}', now=moment) == 0.0
