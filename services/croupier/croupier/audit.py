@@ -109,7 +109,7 @@ def round_problems(data: Mapping[str, Any]) -> list[str]:
 
 def _seed(stream: str) -> int | None:
     """The seed of a meter stream ``jackpot:<paytable>:<currency>``, None if unknown."""
-    _, paytable_id, _ = stream.split(":", 2) if stream.count(":") >= 2 else ("", "", "")
+    paytable_id = stream.removeprefix("jackpot:").rpartition(":")[0]
     try:
         jackpot = load_paytable(paytable_id).jackpot
     except (PayTableError, KeyError, ValueError):
