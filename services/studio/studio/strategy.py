@@ -24,22 +24,11 @@ from typing import Protocol
 
 from holdem import Action, Game, PayTable, Stage
 from holdem.cards import rank_of, suit_of
+from holdem.schedule import DecisionStage, decision_stage
 
 Hole = tuple[int, int]
 Board = tuple[int, ...]
 
-#: The actions each stage of each game admits, the wager action first.
-STAGE_ACTIONS: dict[tuple[Game, Stage], tuple[Action, ...]] = {
-    (Game.CASINO_HOLDEM, Stage.FLOP): (Action.CALL, Action.FOLD),
-    (Game.TEXAS_HOLDEM_PLUS, Stage.PREFLOP): (Action.CALL, Action.FOLD),
-    (Game.TEXAS_HOLDEM_PLUS, Stage.FLOP): (Action.BET, Action.CHECK, Action.FOLD),
-    (Game.TEXAS_HOLDEM_PLUS, Stage.TURN): (Action.BET, Action.CHECK, Action.FOLD),
-}
-#: The stages at which each game asks for a decision, in order.
-GAME_STAGES: dict[Game, tuple[Stage, ...]] = {
-    Game.CASINO_HOLDEM: (Stage.FLOP,),
-    Game.TEXAS_HOLDEM_PLUS: (Stage.PREFLOP, Stage.FLOP, Stage.TURN),
-}
 _ACE = 14
 
 
@@ -74,9 +63,12 @@ class Advisor(Protocol):
 StrategyFactory = Callable[[random.Random], Strategy]
 
 
-def wager_action(game: Game, stage: Stage) -> Action:
-    """The action that adds a wager at this stage (call, or a Texas Hold'em Plus bet)."""
-    return STAGE_ACTIONS[(game, stage)][0]
+def decision_stage_of(point: DecisionPoint) -> DecisionStage:
+    """The schedule's stage ``point`` is at (docs/rules.md); a ValueError if the game has none."""
+    stage = decision_stage(point.game, point.stage)
+    if stage is None:
+        raise ValueError(f"{point.game} asks for no decision at {point.stage}")
+    return stage
 
 
 def _rank_mask(cards: Sequence[int]) -> int:
@@ -176,7 +168,7 @@ class AlwaysCall:
 
     def decide(self, point: DecisionPoint) -> Action | None:
         """The wager action of the stage."""
-        return wager_action(point.game, point.stage)
+        return decision_stage_of(point).wager_action
 
 
 class RandomStrategy:
@@ -187,7 +179,7 @@ class RandomStrategy:
 
     def decide(self, point: DecisionPoint) -> Action | None:
         """A uniformly random admitted action."""
-        return self._rng.choice(STAGE_ACTIONS[(point.game, point.stage)])
+        return self._rng.choice(decision_stage_of(point).actions)
 
 
 class TimeoutStrategy:

@@ -16,19 +16,13 @@ from itertools import accumulate
 from typing import Any
 
 from croupier.contract import SCHEMA_VERSION, EventType, Target
-from holdem import Action, Game, PayTable, Spot, Stage, load_paytable
+from holdem import Action, Game, PayTable, Spot, load_paytable
 from holdem.cards import card_text
+from holdem.schedule import DecisionStage, schedule
 from studio.config import StudioConfig, TableSpec
 from studio.gamefaults import draw
 from studio.message import FeedMessage
-from studio.strategy import (
-    STAGE_ACTIONS,
-    Board,
-    DecisionPoint,
-    Hole,
-    Strategy,
-    make_strategy,
-)
+from studio.strategy import Board, DecisionPoint, Hole, Strategy, make_strategy
 
 MAIN_BOX = "main"
 #: Chip values a player stakes, in minor units, and how often (smaller chips are commoner).
@@ -39,6 +33,8 @@ BETTING_MS = 12_000
 DECISION_MS = 10_000
 CARD_MS = 400
 STREET_MS = 1_500
+#: The board cards each street deals: the flop, the turn and the river.
+STREETS = (3, 1, 1)
 SHOWDOWN_MS = 2_000
 BREAK_MS = (3_000, 6_000)
 _CARD_TEXT = tuple(card_text(card) for card in range(52))
@@ -214,20 +210,16 @@ class StudioTable:
             holes[box] = (next(deal), next(deal))
             self._deal(draft, Target.PLAYER, list(holes[box]), box)
         self._deal(draft, Target.DEALER, [next(deal), next(deal)])
+        asks = {stage.board_before: stage for stage in schedule(self.game)}
         board: list[int] = []
-        for stage, street in self._streets():
+        for street in STREETS:
+            stage = asks.get(len(board))
             if stage is not None:
                 self._decide(draft, seats, holes, tuple(board), stage)
             self._deal(draft, Target.BURN, [next(deal)], None, STREET_MS)
             street_cards = [next(deal) for _ in range(street)]
             board.extend(street_cards)
             self._deal(draft, Target.BOARD, street_cards)
-
-    def _streets(self) -> list[tuple[Stage | None, int]]:
-        """(the decision stage before the street, if any; how many board cards it deals)."""
-        if self.game is Game.CASINO_HOLDEM:
-            return [(None, 3), (Stage.FLOP, 1), (None, 1)]
-        return [(Stage.PREFLOP, 3), (Stage.FLOP, 1), (Stage.TURN, 1)]
 
     def _deal(
         self, draft: Draft, target: Target, cards: list[int], box: str | None = None, wait: int = 0
@@ -239,31 +231,37 @@ class StudioTable:
         self._add(draft, EventType.CARDS_DEALT, payload, wait or CARD_MS)
 
     def _decide(
-        self, draft: Draft, seats: list[Seat], holes: dict[str, Hole], board: Board, stage: Stage
+        self,
+        draft: Draft,
+        seats: list[Seat],
+        holes: dict[str, Hole],
+        board: Board,
+        asked: DecisionStage,
     ) -> None:
+        """Ask every ante still in play for its decision at ``asked`` (holdem.schedule)."""
         live = [seat for seat in seats if seat.in_play]
         gap = max(1, DECISION_MS // (len(live) + 1))
-        allowed = STAGE_ACTIONS[(self.game, stage)]
+        stage = asked.stage
         for seat in live:
             point = DecisionPoint(
                 self.game, stage, holes[seat.box], board, self.paytable, seat.flop_bet
             )
             action = self.strategy.decide(point)
-            if action is None:  # timed out: a fold where no check exists, else a check
-                seat.in_play = Action.CHECK in allowed
+            if action is None:  # timed out: the stage's timeout action, sent as no decision
+                seat.in_play = asked.on_timeout is not Action.FOLD
                 continue
-            if action not in allowed:
+            if action not in asked.actions:
                 raise ValueError(f"strategy answered {action!r} at {self.game} {stage}")
             payload: dict[str, Any] = {
                 "ante_bet_id": seat.bet_id,
                 "stage": stage.value,
                 "action": action.value,
             }
-            if action is Action.CALL or action is Action.BET:
+            if action is asked.wager_action:
                 payload["bet_id"] = draft.new_bet_id()
-                payload["amount"] = seat.ante * (2 if action is Action.CALL else 1)
+                payload["amount"] = seat.ante * asked.multiple
+                seat.flop_bet |= asked.wager is Spot.FLOP_BET
             seat.in_play = action is not Action.FOLD
-            seat.flop_bet |= stage is Stage.FLOP and action is Action.BET
             self._add(draft, EventType.DECISION_MADE, payload, gap)
         self.now_ms += gap
 

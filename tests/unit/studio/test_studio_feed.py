@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import Counter, defaultdict
 from datetime import datetime
@@ -11,7 +12,7 @@ from studio_checks import read_rounds
 
 from croupier.contract import parse_event
 from holdem import Game, Spot, load_paytable, paytable_ids
-from studio.config import ConfigError, StudioConfig, TableSpec, every_paytable
+from studio.config import ConfigError, Faults, GameFaults, StudioConfig, TableSpec, every_paytable
 from studio.feed import FeedMessage, FeedTally, simulate, write_jsonl
 
 
@@ -29,6 +30,36 @@ def test_same_seed_same_feed_byte_for_byte() -> None:
     first = [m.body for m in feed(seed=42)]
     assert first == [m.body for m in feed(seed=42)]
     assert first != [m.body for m in feed(seed=43)]
+
+
+#: SHA-256 of the feed for seed 2024 under each case: the studio's bytes, pinned. A change to
+#: what the studio sends (order, ids, times, amounts) changes these; update them only for a
+#: change that means to alter the feed.
+PINNED_FEEDS = {
+    "simple": "623920b61ebfc772218759f652d6a64e732ae3fd19593d979316f63d96ab489d",
+    "random": "5689291e2162fe88cb29fdb662592b66f069d4bb1ca1612421a19734b83ac1dd",
+    "always-call": "5dfcc253de01750d7f0290f1a31b6e4538e2ed9f07bcb2a4cc418cdb82333c6c",
+    "faults": "d63954548df40282f0c2a7d47ccd6fb9fff97939a7dedb6303ff192b2655fdef",
+}
+_PINNED_CASES: dict[str, dict[str, object]] = {
+    "simple": {"strategy": "simple", "timeout_rate": 0.2},
+    "random": {"strategy": "random", "timeout_rate": 0.2, "tables": BOXES},
+    "always-call": {"strategy": "always-call"},
+    "faults": {
+        "strategy": "random",
+        "faults": Faults(
+            void=0.1, wrong_call=0.1, late_bet=0.1, out_of_order=0.1, redelivery=0.1, malformed=0.1
+        ),
+        "game_faults": GameFaults(0.3, 0.3),
+    },
+}
+
+
+@pytest.mark.parametrize("case", sorted(PINNED_FEEDS))
+def test_the_feed_of_a_seed_stays_byte_for_byte_what_it_was(case: str) -> None:
+    options = {"tables": every_paytable(players=6), "rounds": 40, "seed": 2024}
+    body = b"".join(m.body + b"\n" for m in feed(**(options | _PINNED_CASES[case])))
+    assert hashlib.sha256(body).hexdigest() == PINNED_FEEDS[case]
 
 
 @pytest.mark.parametrize("tables", [SHARED, BOXES], ids=["shared-hand", "boxes"])

@@ -10,10 +10,11 @@ import pytest
 from holdem import Action, Game, Stage, load_paytable
 from holdem.casino_holdem import dealer_qualifies
 from holdem.evaluator import Category, evaluate
+from holdem.schedule import decision_stage
 from studio.config import ConfigError, GameFaults, StudioConfig, every_paytable
 from studio.feed import simulate
 from studio.gamefaults import draw
-from studio.strategy import STAGE_ACTIONS, DecisionPoint, RandomStrategy, make_strategy
+from studio.strategy import DecisionPoint, RandomStrategy, make_strategy
 
 BOXES = 2
 CARDS = 2 * BOXES + 11
@@ -79,6 +80,8 @@ def test_the_random_player_takes_every_admitted_action() -> None:
     table = load_paytable("texas-holdem-plus/standard")
     point = DecisionPoint(Game.TEXAS_HOLDEM_PLUS, Stage.FLOP, (0, 5), (9, 20, 33), table)
     seen = Counter(strategy.decide(point) for _ in range(300))
-    assert set(seen) == set(STAGE_ACTIONS[(Game.TEXAS_HOLDEM_PLUS, Stage.FLOP)])
+    flop = decision_stage(Game.TEXAS_HOLDEM_PLUS, Stage.FLOP)
+    assert flop is not None
+    assert set(seen) == set(flop.actions)
     assert min(seen.values()) > 60
     assert Action.CALL not in seen
