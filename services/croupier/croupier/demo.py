@@ -33,7 +33,7 @@ from aio_pika.abc import AbstractIncomingMessage
 from croupier.bus import FEED_QUEUE, SETTLEMENTS_EXCHANGE, Bus, Outgoing
 from croupier.bus.memory import MemoryBus
 from croupier.config import EMBEDDED_LEDGER_URL, Settings, settings
-from croupier.errors import CommandError
+from croupier.errors import CommandError, reaching
 from croupier.history.site import history_site
 from croupier.ledger import Ledger, open_ledger
 from croupier.ledger.signing import PRIVATE_KEY_FILE, LedgerKey
@@ -321,14 +321,13 @@ def _live_available(settings: Settings) -> bool:
 async def _infrastructure(live: bool, settings: Settings, say: Say) -> tuple[Ledger, Bus]:
     if live:
         from croupier.bus.amqp import AmqpBus
-        from croupier.ledger.postgres import create_database_if_missing
 
-        await create_database_if_missing(settings.database_url)
+        ledger = open_ledger(settings.database_url, _signing_key(settings))
+        with reaching(ledger=settings.database_url):  # its own database, nothing else
+            await ledger.schema_version()
         broker, database = mask_url(settings.amqp_url), mask_url(settings.database_url)
         say(f"live mode: RabbitMQ at {broker}, PostgreSQL at {database}")
-        return open_ledger(settings.database_url, _signing_key(settings)), AmqpBus(
-            settings.amqp_url
-        )
+        return ledger, AmqpBus(settings.amqp_url)
     Path(EMBEDDED_LEDGER_URL.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
     say(
         f"embedded mode: in-process bus, SQLite ledger at {EMBEDDED_LEDGER_URL.removeprefix('sqlite:///')}"
