@@ -24,6 +24,8 @@ class RejectionCode(StrEnum):
 
     # The round (croupier.round.Round.receive), event by event.
     REUSED_EVENT_ID = "reused_event_id"
+    AFTER_TIMEOUT = "after_timeout"
+    """An event of a round Croupier voided because it stayed open past the round timeout."""
     SEQ_TAKEN = "seq_taken"
     ALREADY_OPEN = "already_open"
     OPEN_NOT_FIRST = "open_not_first"
@@ -52,7 +54,8 @@ class RejectionCode(StrEnum):
     HELD_TIMEOUT = "held_timeout"
     """An event held for a gap in ``seq`` that did not fill within the held-event timeout."""
     ROUND_TIMEOUT = "round_timeout"
-    """A round still open after the open-round timeout (it stays open: money is owed)."""
+    """A round still open after the open-round timeout: Croupier voids it (every wager
+    refunded); the code of its ``round.voided`` fact."""
 
     # Settlement itself (croupier.consumer): a message the settler fails on.
     POISON = "poison"

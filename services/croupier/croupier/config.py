@@ -18,8 +18,8 @@ CROUPIER_PLAYER_TOKEN_    the operator's PEM public key (or a file) for   none
 CROUPIER_STAFF_KEYS       staff keys and roles, JSON text or a file (web) none
 CROUPIER_HELD_TIMEOUT     seconds an event waits for a seq gap to fill,   300
                           then it is rejected (held_timeout)
-CROUPIER_ROUND_TIMEOUT    seconds a round stays open before it is         3600
-                          reported (round_timeout; it stays open)
+CROUPIER_ROUND_TIMEOUT    seconds a round stays open before Croupier      3600
+                          voids it, refunding every wager (round_timeout)
 CROUPIER_RELAY_LEASE      seconds until a standby takes over relaying     10
                           from an instance that stopped renewing
 ========================  ==============================================  ==============
@@ -82,7 +82,7 @@ class Settings(BaseSettings):
         300.0, gt=0, le=7 * 86400, description="seconds an event waits for a seq gap to fill"
     )
     round_timeout: float = Field(
-        3600.0, gt=0, le=30 * 86400, description="seconds a round stays open until reported"
+        3600.0, gt=0, le=30 * 86400, description="seconds a round stays open till Croupier voids it"
     )
     relay_lease: float = Field(
         10.0, ge=1, le=600, description="seconds until a standby takes over the relay"

@@ -12,7 +12,8 @@ Guarantees:
   is false meanwhile. Nothing is lost: unacked deliveries stay with the broker.
 - Nothing waits forever unseen: between batches (at least every ``sweep_every`` s) events
   held for a gap in ``seq`` longer than ``held_timeout`` are rejected (recorded,
-  dead-lettered) and rounds open longer than ``round_timeout`` are reported once; the
+  dead-lettered) and rounds open longer than ``round_timeout`` are voided (recorded, every
+  wager refunded through the outbox, counted in ``croupier_rounds_timed_out_total``); the
   held events, open rounds and their ages are metrics meanwhile.
 """
 
@@ -31,6 +32,7 @@ import asyncpg
 import structlog
 
 from croupier.bus import BusError, Delivery, FeedSource
+from croupier.codes import RejectionCode
 from croupier.ledger import VersionConflict
 from croupier.logs import context_ids
 from croupier.metrics import Metrics
@@ -41,7 +43,7 @@ log = structlog.get_logger("croupier.consumer")
 
 #: Seconds an event may wait for a gap in its round's ``seq`` to fill before it is rejected.
 DEFAULT_HELD_TIMEOUT: Final = 300.0
-#: Seconds a round may stay open before it is reported (once; it stays open).
+#: Seconds a round may stay open before Croupier voids it (``round_timeout``).
 DEFAULT_ROUND_TIMEOUT: Final = 3600.0
 
 _TRANSIENT: Final = (
@@ -133,7 +135,7 @@ class FeedConsumer:
             log.warning("timeouts not recorded yet; retrying", error=repr(error))
             self.settler.forget()
             return
-        if report.handled:
+        if report.handled or report.closed:
             self.on_commit()
             self._observe(report, 0, 0.0)
         self._gauge_waiting()
@@ -249,9 +251,14 @@ class FeedConsumer:
         for closed in report.closed:
             status = "settled" if closed.type == SETTLED else "voided"
             m.observe_closed([closed.data], status)
-            m.latency.observe(seconds)
+            if size:
+                m.latency.observe(seconds)
             event = closed.data["event"]
-            log.info(
+            say = log.info
+            if closed.data.get("code") == RejectionCode.ROUND_TIMEOUT:
+                m.rounds_timed_out.inc()
+                say, status = log.warning, "voided: open past the round timeout"
+            say(
                 f"round {status}",
                 table_id=event["table_id"],
                 round_id=event["round_id"],

@@ -136,6 +136,11 @@ class Metrics:
             "Age of the oldest open round (0 when none)",
             registry=r,
         )
+        self.rounds_timed_out = Counter(
+            "croupier_rounds_timed_out",
+            "Rounds Croupier voided because they stayed open past the round timeout",
+            registry=r,
+        )
         self.oldest_held_event = Gauge(
             "croupier_oldest_held_event_seconds",
             "How long the longest-held event has waited (0 when none)",

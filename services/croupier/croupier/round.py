@@ -18,6 +18,9 @@ ledger is the round that was written. What it enforces (docs/feed.md, docs/rules
 - Completion: every card dealt, then settle (undecided players take the timeout defaults).
   A completion with cards missing is rejected and the round stays open.
 - Void: every wager refunded.
+- Timeout: a round still open after the round timeout is voided by Croupier itself
+  (:meth:`Round.time_out`): a ``round.voided`` fact with code ``round_timeout``, every wager
+  refunded like a studio void. Later events of the round are rejected (``after_timeout``).
 
 A rejected event never changes the state, except that it uses up its ``seq`` so that the
 rest of the round can go on.
@@ -27,14 +30,19 @@ from __future__ import annotations
 
 import hashlib
 import json
+import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Final
 
 import holdem
 from croupier.codes import RejectionCode
 from croupier.contract import (
+    MAX_REASON_LENGTH,
+    MAX_SEQ,
+    SCHEMA_VERSION,
     BetPlaced,
     CardsDealt,
     DecisionMade,
@@ -42,6 +50,7 @@ from croupier.contract import (
     FeedEvent,
     RoundOpened,
     RoundVoided,
+    RoundVoidedPayload,
     Target,
     parse_event,
 )
@@ -62,8 +71,11 @@ HELD: Final = "feed.held"
 REJECTED: Final = "feed.rejected"
 SETTLED: Final = "round.settled"
 VOIDED: Final = "round.voided"
-#: A round still open after the open-round timeout: reported once; the round stays open.
+#: Written by earlier versions when a round outlived the round timeout (a report; the round
+#: stayed open). Read back as nothing: the round is open, and times out into a void now.
 TIMED_OUT: Final = "round.timed_out"
+#: The namespace of the event ids of the voids Croupier records when a round times out.
+_TIMEOUT_NAMESPACE: Final = uuid.UUID("0d9b6c52-3f0e-4f0f-8d3c-6a1f2b7e9c41")
 
 #: A function giving the jackpot meter of a pay table in a currency before this round.
 MeterReader = Callable[[PayTable, str], int]
@@ -170,7 +182,7 @@ class Round:
     dealt: dict[int, str] = field(default_factory=dict)
     #: The antes in ``bets`` by (player_id, box): a round can seat thousands of players.
     antes: dict[tuple[str, str], PlacedBet] = field(default_factory=dict)
-    #: Reported as timed out (a ``round.timed_out`` fact); it stays open.
+    #: Voided by Croupier because it stayed open past the round timeout.
     timed_out: bool = False
     #: Wall-clock seconds: the round's first fact, and the oldest event held now (if any).
     started_at: float | None = None
@@ -203,18 +215,20 @@ class Round:
             return []
         if known is not None:
             reason = f"event_id {event.event_id} was already used for an event with other content"
-            return [
-                self._record(
-                    _rejected(snap, RejectionCode.REUSED_EVENT_ID, reason, uses_seq=False), event
-                )
-            ]
+            return self._refuse(snap, RejectionCode.REUSED_EVENT_ID, reason)
+        if self.timed_out:
+            reason = (
+                f"round {self.round_id} on table {self.table_id} was voided by Croupier: it "
+                "stayed open past the round timeout, and every wager was refunded"
+            )
+            return self._refuse(snap, RejectionCode.AFTER_TIMEOUT, reason)
         if event.seq < self.next_seq or event.seq in self.held:
             reason = f"seq {event.seq} of round {self.round_id} is already taken by another event"
-            return [
-                self._record(
-                    _rejected(snap, RejectionCode.SEQ_TAKEN, reason, uses_seq=False), event
-                )
-            ]
+            return self._refuse(snap, RejectionCode.SEQ_TAKEN, reason)
+        if event.seq > self.next_seq and self.status is not Status.OPEN:
+            # Nothing is held for a closed round: it would wait for a gap that never fills.
+            reason = f"round {self.round_id} is already {self.status}"
+            return self._refuse(snap, RejectionCode.ROUND_CLOSED, reason)
         if event.seq > self.next_seq:
             held = snap.fact(HELD, f"{event.event_id}:held")
             return [self._record(held, event)]
@@ -236,23 +250,29 @@ class Round:
         self.held_since = None
         return [self._record(_rejected(snapshot(e), code, reason, uses_seq=False), e) for e in held]
 
-    def time_out(self, seconds: float) -> Fact:
-        """The fact reporting that this round is still open after ``seconds`` (it stays open)."""
-        waiting = self.waiting_for or ""
+    def time_out(self, seconds: float, now: float, waiting_for: str) -> Fact:
+        """Void this opened round: still open after ``seconds`` at ``now`` (wall clock).
+
+        The void is Croupier's own ``round.voided`` event (its id derived from the round, at
+        the next ``seq``), recorded with code ``round_timeout`` and what the round waited
+        for; every wager is refunded as in a studio void. Read back, it is a void like any.
+        """
         reason = (
-            f"round {self.round_id} on table {self.table_id} is still open after {seconds:g} s: "
-            f"{waiting}; a late round.completed or round.voided still closes it"
+            f"voided by Croupier: still open after the round timeout of {seconds:g} s "
+            f"({waiting_for})"
+        )[:MAX_REASON_LENGTH]
+        event = RoundVoided(
+            event_id=str(uuid.uuid5(_TIMEOUT_NAMESPACE, self.stream)),
+            event_type=EventType.ROUND_VOIDED,
+            schema_version=SCHEMA_VERSION,
+            table_id=self.table_id,
+            round_id=self.round_id,
+            seq=min(self.next_seq, MAX_SEQ),
+            occurred_at=datetime.fromtimestamp(now, UTC),
+            payload=RoundVoidedPayload(reason=reason),
         )
-        data = {
-            "table_id": self.table_id,
-            "round_id": self.round_id,
-            "code": RejectionCode.ROUND_TIMEOUT,
-            "reason": reason,
-            "waiting_for": waiting,
-        }
-        fact = Fact(TIMED_OUT, data, f"{self.stream}:timed-out")
-        self.apply(fact)
-        return fact
+        extra = {"code": RejectionCode.ROUND_TIMEOUT, "waiting_for": waiting_for}
+        return self._record(self._void(event, snapshot(event), extra), event)
 
     def abandon(self) -> list[Fact]:
         """Reject what a round that never opened holds (its feed ended without seq 1)."""
@@ -266,6 +286,10 @@ class Round:
             )
             for e in [self.held[seq] for seq in sorted(self.held)]
         ]
+
+    def _refuse(self, snap: Snapshot, code: RejectionCode, reason: str) -> list[Fact]:
+        """Reject an event without using up its ``seq``."""
+        return [self._record(_rejected(snap, code, reason, uses_seq=False), snap.event)]
 
     def _record(self, fact: Fact, event: FeedEvent) -> Fact:
         self._apply(fact, event)
@@ -487,7 +511,9 @@ class Round:
             if decision.action is holdem.Action.FOLD
         }
 
-    def _void(self, event: RoundVoided, snap: Snapshot) -> Fact:
+    def _void(
+        self, event: RoundVoided, snap: Snapshot, extra: Mapping[str, Any] | None = None
+    ) -> Fact:
         results: list[dict[str, Any]] = []
         for currency, wagers, decisions in self._by_currency():
             results += [_result_data(r, currency) for r in holdem.void(wagers, decisions).results]
@@ -499,6 +525,7 @@ class Round:
             results=results,
             jackpot=[],
             postings=postings(results, []),
+            **(extra or {}),
         )
 
     def _by_currency(self) -> Iterator[tuple[str, list[holdem.Wager], list[holdem.Decision]]]:
@@ -518,7 +545,6 @@ class Round:
     def apply(self, fact: Fact) -> None:
         """Fold one recorded fact into the state (reading a round back from the ledger)."""
         if fact.type == TIMED_OUT:
-            self.timed_out = True
             return
         self._apply(fact, parse_event(json.dumps(fact.data["event"])))
 
@@ -543,6 +569,7 @@ class Round:
             self.status = Status.SETTLED
         elif fact.type == VOIDED:
             self.status = Status.VOIDED
+            self.timed_out = fact.data.get("code") == RejectionCode.ROUND_TIMEOUT
 
     def _accept(self, event: FeedEvent) -> None:
         if type(event) is BetPlaced:

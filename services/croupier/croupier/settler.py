@@ -38,7 +38,6 @@ from croupier.round import (
     HELD,
     REJECTED,
     SETTLED,
-    TIMED_OUT,
     VOIDED,
     Fact,
     Round,
@@ -266,24 +265,21 @@ class Settler:
         return len(recorded)
 
     async def expire(self, held_timeout: float, round_timeout: float) -> BatchReport:
-        """Reject events held longer than ``held_timeout`` s; report rounds open longer than
-        ``round_timeout`` s (once each; they stay open). One ledger transaction."""
+        """Reject events held longer than ``held_timeout`` s; void rounds open longer than
+        ``round_timeout`` s (every wager refunded through the outbox, like a studio void).
+        One ledger transaction; the voids are in the report's ``closed``."""
         now = time.time()
         work = Decided()
         for stream, (state, version, _) in list(self._rounds.items()):
-            if state.status is not Status.OPEN:
-                continue
-            facts: list[Fact] = []
-            if state.held and now - (state.held_since or now) > held_timeout:
-                facts += state.expire_held(held_timeout)
-            started = state.started_at or now
-            if state.table and not state.timed_out and now - started > round_timeout:
-                facts.append(state.time_out(round_timeout))
+            facts = _expired(state, now, held_timeout, round_timeout)
             if not facts:
                 continue
             work.rounds[stream], work.versions[stream] = state, version
             for fact in facts:
                 work.add(stream, fact)
+                if fact.type == VOIDED:
+                    self._record_results(fact, work)
+                    continue
                 work.report.handled.append(_handled_fact(fact))
                 if self.dead_letters:
                     self._dead_letter_rejected(fact, None, work)
@@ -293,8 +289,8 @@ class Settler:
             self.forget()
             raise
         for stream, state in work.rounds.items():
-            if state.table is None and not state.held:
-                self._rounds.pop(stream, None)  # never opened, nothing held: nothing to keep
+            if state.status is not Status.OPEN or (state.table is None and not state.held):
+                self._rounds.pop(stream, None)  # closed, or never opened with nothing held
             else:
                 self._remember(stream, state, work.versions[stream], self._decided)
         return work.report
@@ -357,12 +353,9 @@ class Settler:
 
     def _dead_letter_rejected(self, fact: Fact, message: Inbound | None, work: Decided) -> None:
         """The dead letter of a rejected event: the delivery's bytes, or (for an event held
-        before and released now) the event as recorded; for a timed-out round, the fact."""
+        before and released now) the event as recorded."""
         code, reason = fact.data["code"], fact.data["reason"]
-        if message is None and fact.type == TIMED_OUT:
-            routing_key = f"{fact.data['table_id']}.{TIMED_OUT}"
-            message = Inbound(canonical_json(fact.data).encode(), 0, routing_key, None)
-        elif message is None:
+        if message is None:
             event = fact.data["event"]
             message = Inbound(
                 canonical_json(event).encode(),
@@ -526,7 +519,7 @@ def _parse(message: Inbound) -> FeedEvent | ContractError:
         return error
 
 
-_VERDICTS: Final = {HELD: "held", REJECTED: "rejected", TIMED_OUT: "rejected"}
+_VERDICTS: Final = {HELD: "held", REJECTED: "rejected"}
 
 
 def _read_back(state: Round, records: Sequence[RecordedEvent]) -> None:
@@ -542,6 +535,22 @@ def _read_back(state: Round, records: Sequence[RecordedEvent]) -> None:
     state.held_since = min(times) if times else None
 
 
+def _expired(state: Round, now: float, held_timeout: float, round_timeout: float) -> list[Fact]:
+    """What ``state`` times out into at ``now``: its held events rejected once they waited
+    ``held_timeout`` s, and the round voided once it has been open ``round_timeout`` s."""
+    if state.status is not Status.OPEN:
+        return []
+    overdue = state.table is not None and now - (state.started_at or now) > round_timeout
+    held_due = bool(state.held) and now - (state.held_since or now) > held_timeout
+    waiting = state.waiting_for or ""
+    facts: list[Fact] = []
+    if state.held and (held_due or overdue):
+        facts += state.expire_held(held_timeout if held_due else round_timeout)
+    if overdue:
+        facts.append(state.time_out(round_timeout, now, waiting))
+    return facts
+
+
 def _tick(state: Round, now: float) -> None:
     """After facts were decided for ``state`` at ``now``: keep its clocks."""
     if state.started_at is None:
@@ -554,10 +563,6 @@ def _tick(state: Round, now: float) -> None:
 
 def _handled_fact(fact: Fact, ref: int = 0) -> Handled:
     verdict = _VERDICTS.get(fact.type, "accepted")
-    if fact.type == TIMED_OUT:
-        data = fact.data
-        ids = (None, data["table_id"], data["round_id"], None, data["code"], data["reason"])
-        return Handled(ref, verdict, *ids)
     event = fact.data["event"]
     return Handled(
         ref,

@@ -1024,3 +1024,11 @@ def test_every_fact_carries_the_json_text_the_ledger_records_for_it() -> None:
     assert {fact.type for fact in facts} == {HELD, ACCEPTED, REJECTED, SETTLED, VOIDED}
     for fact in facts:
         assert fact.encoded == canonical_json(fact.data)
+
+
+def test_an_event_ahead_of_its_turn_after_the_round_closed_is_rejected_not_held() -> None:
+    f = RoundFeed()
+    state, _ = played([*ch_round(f)])
+    (fact,) = state.receive(parsed(f.bet("late", seq=f.next_seq + 5)), meters)
+    assert (fact.type, fact.data["code"]) == (REJECTED, "round_closed")
+    assert state.held == {}

@@ -1,7 +1,8 @@
 """``croupier rounds --open``: the ledger's open rounds, oldest first, and what each waits for.
 
 Reads the ledger only (every round stream without a settlement or void), so it shows what
-any instance left open, also rounds no running service holds in memory.
+any instance left open, also rounds no running service holds in memory. Each row says when
+the service voids the round (``CROUPIER_ROUND_TIMEOUT`` after its first fact).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+from croupier.config import settings
 from croupier.console import (
     add_json_argument,
     add_ledger_argument,
@@ -43,30 +45,32 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print the open rounds (0 whether or not there are any)."""
-    rows = asyncio.run(_open_rounds(ledger_of(args), args.limit))
+    timeout = settings().round_timeout
+    rows = asyncio.run(_open_rounds(ledger_of(args), args.limit, timeout))
     if args.json:
-        print_json({"open": len(rows), "rounds": rows})
+        print_json({"open": len(rows), "round_timeout_seconds": timeout, "rounds": rows})
         return ExitCode.OK
     for row in rows:
-        flag = "  (reported: round_timeout)" if row["timed_out"] else ""
+        left = row["times_out_in_seconds"]
+        due = f"voided in {_age(left)}" if left > 0 else "voided at the next sweep"
         print(
             f"{row['table_id']:<20} {row['round_id']:<32} open {_age(row['age_seconds']):>9}  "
-            f"{row['waiting_for']}{flag}"
+            f"{row['waiting_for']}  ({due})"
         )
     print(f"{len(rows)} open round{'s' if len(rows) != 1 else ''}")
     return ExitCode.OK
 
 
-async def _open_rounds(url: str, limit: int) -> list[dict[str, Any]]:
+async def _open_rounds(url: str, limit: int, timeout: float) -> list[dict[str, Any]]:
     async with ledger_at(url) as ledger:
         settler = Settler(ledger, cache_rounds=limit)
         await settler.load_open(limit)
         now = time.time()
         rounds = sorted(settler.rounds, key=lambda r: r.started_at or now)
-        return [_row(state, now) for state in rounds]
+        return [_row(state, now, timeout) for state in rounds]
 
 
-def _row(state: Round, now: float) -> dict[str, Any]:
+def _row(state: Round, now: float, timeout: float) -> dict[str, Any]:
     started = state.started_at or now
     return {
         "table_id": state.table_id,
@@ -79,7 +83,8 @@ def _row(state: Round, now: float) -> dict[str, Any]:
         "held_seqs": sorted(state.held),
         "held_for_seconds": round(now - state.held_since, 3) if state.held_since else None,
         "bets": len(state.bets),
-        "timed_out": state.timed_out,
+        "times_out_at": datetime.fromtimestamp(started + timeout, UTC).isoformat(),
+        "times_out_in_seconds": round(started + timeout - now, 3),
     }
 
 
