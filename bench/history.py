@@ -33,7 +33,7 @@ from typing import Final
 import asyncpg
 import jwt
 
-from croupier.history.postgres import _DECISIONS, _FACTS, _PLAYER_ROUNDS
+from croupier.history.postgres import _PLAYER_ROUNDS, _RECALL
 from croupier.ledger import open_ledger
 from croupier.ledger.postgres import create_database_if_missing
 from croupier.projection import open_store
@@ -130,8 +130,9 @@ _COPY_ROWS = {
     "history_rounds": "table_id, round_id, game, paytable, status, closed_at, position",
     "history_player_rounds": (
         "player_id, position, currency, table_id, round_id, game, paytable, status, "
-        "closed_at, stake, returned, wagers"
+        "closed_at, stake, returned, wagers, document"
     ),
+    "history_recalls": "table_id, round_id, player_id, document",
     "history_decisions": (
         "table_id, round_id, ante_bet_id, stage, action, bet_id, amount, position"
     ),
@@ -144,6 +145,7 @@ _SHIFTED: Final = {
     "round_id": "replace(round_id, $2, $3)",
     "player_id": "replace(player_id, $2, $3)",
     "wagers": "replace(wagers, $2, $3)",
+    "document": "replace(document, $2, $3)",
     "position": "position + $1",
 }
 
@@ -290,13 +292,11 @@ def _token(player_id: str) -> str:
 
 
 async def _history_sql(conn: asyncpg.Connection, pick: tuple[str, str, str]) -> None:
-    rows = await conn.fetch(_PLAYER_ROUNDS, pick[0], 2**63 - 1, "~", 21)
-    rounds = list(dict.fromkeys((r["table_id"], r["round_id"]) for r in rows))
-    await conn.fetch(_DECISIONS, [t for t, _ in rounds], [r for _, r in rounds])
+    await conn.fetch(_PLAYER_ROUNDS, pick[0], 2**63 - 1, "~", 21)
 
 
 async def _recall_sql(conn: asyncpg.Connection, pick: tuple[str, str, str]) -> None:
-    await conn.fetch(_FACTS, f"round:{pick[1]}:{pick[2]}")
+    await conn.fetchval(_RECALL, pick[1], pick[2], pick[0])
 
 
 async def _anchored(

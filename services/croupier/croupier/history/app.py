@@ -17,6 +17,7 @@ or player the caller may not see gets the same 404 as one that does not exist.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Annotated, Any, Final
@@ -33,13 +34,14 @@ from croupier.contract import ROUND_ID_PATTERN, TABLE_ID_PATTERN
 from croupier.history import render
 from croupier.history.auth import Authenticator, Unauthorized
 from croupier.history.models import (
+    PlayerRound,
     PlayerRounds,
     Problem,
     RoundRecall,
     TableRounds,
 )
 from croupier.history.recall import for_viewer, recall
-from croupier.history.store import MAX_PAGE, BadCursor, Cursor, HistoryStore
+from croupier.history.store import MAX_PAGE, BadCursor, Cursor, HistoryStore, StoredRound
 from croupier.history.viewer import Viewer
 
 VERSION: Final = "1.0.0"
@@ -126,18 +128,23 @@ def create_app(store: HistoryStore, auth: Authenticator) -> FastAPI:
     async def http_error(_: Request, error: StarletteHTTPException) -> Response:
         return JSONResponse({"detail": str(error.detail)}, error.status_code)
 
-    async def visible_round(viewer: Viewer, table_id: str, round_id: str) -> RoundRecall:
+    async def recalled(viewer: Viewer, table_id: str, round_id: str) -> str | RoundRecall:
+        """A player's stored recall (JSON text), or staff's cut of the round folded now."""
         if not (_matches(TABLE_ID_PATTERN, table_id) and _matches(ROUND_ID_PATTERN, round_id)):
             raise NotFound
+        if viewer.player_id is not None:
+            document = await store.player_recall(table_id, round_id, viewer.player_id)
+            if document is None:  # not theirs, or no such round: the same one lookup
+                raise NotFound
+            return document
         found = recall(table_id, round_id, await store.round_facts(table_id, round_id))
-        shown = for_viewer(found, viewer) if found is not None else None
-        if shown is None:
+        if found is None:
             raise NotFound
-        return shown
+        return _for_staff(found, viewer)
 
     async def player_page(
         viewer: Viewer, player_id: str, limit: int, cursor: str | None
-    ) -> PlayerRounds:
+    ) -> tuple[list[StoredRound], str | None]:
         if viewer.player_id is not None and viewer.player_id != player_id:
             raise NotFound
         before = Cursor.decode(cursor) if cursor else None
@@ -145,7 +152,7 @@ def create_app(store: HistoryStore, auth: Authenticator) -> FastAPI:
         more = len(rows) > limit
         rows = rows[:limit]
         last = Cursor(rows[-1].position, rows[-1].currency).encode() if more else None
-        return PlayerRounds(player_id=player_id, rounds=rows, next_cursor=last)
+        return rows, last
 
     @app.get(
         "/v1/rounds/{table_id}/{round_id}",
@@ -154,7 +161,8 @@ def create_app(store: HistoryStore, auth: Authenticator) -> FastAPI:
         summary="A round as recorded in the ledger",
     )
     async def get_round(viewer: ApiViewer, table_id: str, round_id: str) -> Any:
-        return _json(await visible_round(viewer, table_id, round_id))
+        shown = await recalled(viewer, table_id, round_id)
+        return _json(shown if isinstance(shown, str) else shown.model_dump_json())
 
     @app.get(
         "/v1/players/{player_id}/rounds",
@@ -168,7 +176,11 @@ def create_app(store: HistoryStore, auth: Authenticator) -> FastAPI:
         limit: Limit = DEFAULT_PAGE,
         cursor: CursorText = None,
     ) -> Any:
-        return _json(await player_page(viewer, player_id, limit, cursor))
+        rows, last = await player_page(viewer, player_id, limit, cursor)
+        return _json(
+            f'{{"player_id":{_text(player_id)},"rounds":[{",".join(r.document for r in rows)}],'
+            f'"next_cursor":{_text(last)}}}'
+        )
 
     @app.get(
         "/v1/tables/{table_id}/rounds",
@@ -186,7 +198,9 @@ def create_app(store: HistoryStore, auth: Authenticator) -> FastAPI:
         more = len(rows) > limit
         rows = rows[:limit]
         last = Cursor(rows[-1].position).encode() if more else None
-        return _json(TableRounds(table_id=table_id, rounds=rows, next_cursor=last))
+        return _json(
+            TableRounds(table_id=table_id, rounds=rows, next_cursor=last).model_dump_json()
+        )
 
     @app.get("/history", response_class=HTMLResponse, include_in_schema=False)
     async def history_page(
@@ -194,7 +208,9 @@ def create_app(store: HistoryStore, auth: Authenticator) -> FastAPI:
     ) -> Response:
         viewer = auth.player(token)
         assert viewer.player_id is not None
-        page = await player_page(viewer, viewer.player_id, DEFAULT_PAGE, cursor)
+        rows, last = await player_page(viewer, viewer.player_id, DEFAULT_PAGE, cursor)
+        rounds = [PlayerRound.model_validate_json(r.document) for r in rows]
+        page = PlayerRounds(player_id=viewer.player_id, rounds=rounds, next_cursor=last)
         return _page(
             templates, request, "history.html", 200, title="Game history", page=page, token=token
         )
@@ -208,7 +224,8 @@ def create_app(store: HistoryStore, auth: Authenticator) -> FastAPI:
         request: Request, table_id: str, round_id: str, token: str | None = None
     ) -> Response:
         viewer = auth.player(token)
-        shown = await visible_round(viewer, table_id, round_id)
+        found = await recalled(viewer, table_id, round_id)
+        shown = RoundRecall.model_validate_json(found) if isinstance(found, str) else found
         title = f"Round {round_id}"
         return _page(templates, request, "round.html", 200, title=title, round=shown, token=token)
 
@@ -234,10 +251,18 @@ def openapi_document() -> dict[str, Any]:
     return document
 
 
-def _json(model: Any) -> Response:
-    return Response(
-        model.model_dump_json(), media_type="application/json", headers=_SECURITY_HEADERS
-    )
+def _json(text: str) -> Response:
+    return Response(text, media_type="application/json", headers=_SECURITY_HEADERS)
+
+
+def _text(value: str | None) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _for_staff(found: RoundRecall, viewer: Viewer) -> RoundRecall:
+    shown = for_viewer(found, viewer)
+    assert shown is not None, "staff see every round"
+    return shown
 
 
 def _page(

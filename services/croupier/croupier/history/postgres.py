@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import asyncpg
 
-from croupier.history.models import Decision, PlayerRound, Result, TableRound
-from croupier.history.store import Cursor, HistoryStore
+from croupier.history.models import TableRound
+from croupier.history.store import Cursor, HistoryStore, StoredRound
 from croupier.ledger import RecordedEvent
 
 _FACTS = """
@@ -23,17 +22,13 @@ _FACTS = """
     FROM events WHERE stream = $1 ORDER BY version
 """
 _PLAYER_ROUNDS = """
-    SELECT table_id, round_id, game, paytable, status, closed_at, position, currency,
-           stake, returned, wagers
-    FROM history_player_rounds
+    SELECT position, currency, document FROM history_player_rounds
     WHERE player_id = $1 AND (position, currency) < ($2, $3)
     ORDER BY position DESC, currency DESC LIMIT $4
 """
-_DECISIONS = """
-    SELECT d.table_id, d.round_id, d.ante_bet_id, d.stage, d.action, d.bet_id, d.amount
-    FROM unnest($1::text[], $2::text[]) AS r(table_id, round_id)
-    JOIN history_decisions d ON d.table_id = r.table_id AND d.round_id = r.round_id
-    ORDER BY d.position
+_RECALL = """
+    SELECT document FROM history_recalls
+    WHERE table_id = $1 AND round_id = $2 AND player_id = $3
 """
 _TABLE_ROUNDS = """
     SELECT table_id, round_id, game, paytable, status, closed_at, position
@@ -80,18 +75,16 @@ class PostgresHistory(HistoryStore):
             for r in rows
         ]  # fmt: skip
 
+    async def player_recall(self, table_id: str, round_id: str, player_id: str) -> str | None:
+        found = await (await self.pool()).fetchval(_RECALL, table_id, round_id, player_id)
+        return str(found) if found is not None else None
+
     async def player_rounds(
         self, player_id: str, limit: int, before: Cursor | None
-    ) -> list[PlayerRound]:
+    ) -> list[StoredRound]:
         position, currency = (before.position, before.currency) if before else _NEWEST
-        pool = await self.pool()
-        rows = await pool.fetch(_PLAYER_ROUNDS, player_id, position, currency, limit)
-        if not rows:
-            return []
-        rounds = list(dict.fromkeys((r["table_id"], r["round_id"]) for r in rows))
-        tables, ids = [t for t, _ in rounds], [i for _, i in rounds]
-        decided = await pool.fetch(_DECISIONS, tables, ids)
-        return player_rounds(rows, decided)
+        rows = await (await self.pool()).fetch(_PLAYER_ROUNDS, player_id, position, currency, limit)
+        return [StoredRound(*row) for row in rows]
 
     async def table_rounds(
         self, table_id: str, limit: int, before: Cursor | None
@@ -112,48 +105,6 @@ class PostgresHistory(HistoryStore):
         if self._pool is not None:
             await self._pool.close()
             self._pool = None
-
-
-def player_rounds(rows: Sequence[Any], decided: Sequence[Any]) -> list[PlayerRound]:
-    """Read-model rows as the API answers them, each with the decisions on its antes."""
-    by_round: dict[tuple[str, str], list[Any]] = {}
-    for d in decided:
-        by_round.setdefault((d[0], d[1]), []).append(d)
-    out = []
-    for row in rows:
-        wagers = [Result.model_validate(w) for w in json.loads(row["wagers"])]
-        antes = {w.bet_id: w for w in wagers if w.spot == "ante"}
-        decisions = [
-            Decision(
-                ante_bet_id=d[2],
-                player_id=antes[d[2]].player_id,
-                box=antes[d[2]].box,
-                stage=d[3],
-                action=d[4],
-                bet_id=d[5],
-                amount=d[6],
-            )
-            for d in by_round.get((row["table_id"], row["round_id"]), [])
-            if d[2] in antes
-        ]
-        out.append(
-            PlayerRound(
-                table_id=row["table_id"],
-                round_id=row["round_id"],
-                game=row["game"],
-                paytable_id=row["paytable"],
-                status=row["status"],
-                closed_at=row["closed_at"],
-                position=row["position"],
-                currency=row["currency"],
-                stake=row["stake"],
-                returned=row["returned"],
-                net=row["returned"] - row["stake"],
-                wagers=wagers,
-                decisions=decisions,
-            )
-        )
-    return out
 
 
 def table_round(row: Any) -> TableRound:

@@ -8,9 +8,9 @@ import sqlite3
 from datetime import datetime
 from typing import Any
 
-from croupier.history.models import PlayerRound, TableRound
-from croupier.history.postgres import player_rounds, table_round
-from croupier.history.store import Cursor, HistoryStore
+from croupier.history.models import TableRound
+from croupier.history.postgres import table_round
+from croupier.history.store import Cursor, HistoryStore, StoredRound
 from croupier.ledger import RecordedEvent
 
 _FACTS = """
@@ -18,21 +18,18 @@ _FACTS = """
     FROM events WHERE stream = ? ORDER BY version
 """
 _PLAYER_ROUNDS = """
-    SELECT table_id, round_id, game, paytable, status, closed_at, position, currency,
-           stake, returned, wagers
-    FROM history_player_rounds
+    SELECT position, currency, document FROM history_player_rounds
     WHERE player_id = ? AND (position < ? OR (position = ? AND currency < ?))
     ORDER BY position DESC, currency DESC LIMIT ?
+"""
+_RECALL = """
+    SELECT document FROM history_recalls WHERE table_id = ? AND round_id = ? AND player_id = ?
 """
 _TABLE_ROUNDS = """
     SELECT table_id, round_id, game, paytable, status, closed_at, position
     FROM history_rounds
     WHERE table_id = ? AND position < ?
     ORDER BY position DESC LIMIT ?
-"""
-_DECISIONS = """
-    SELECT table_id, round_id, ante_bet_id, stage, action, bet_id, amount
-    FROM history_decisions WHERE table_id = ? AND round_id = ? ORDER BY position
 """
 _NEWEST = (2**63 - 1, "~")
 
@@ -68,15 +65,16 @@ class SqliteHistory(HistoryStore):
             for r in rows
         ]  # fmt: skip
 
+    async def player_recall(self, table_id: str, round_id: str, player_id: str) -> str | None:
+        rows = await self._fetch(_RECALL, (table_id, round_id, player_id))
+        return str(rows[0][0]) if rows else None
+
     async def player_rounds(
         self, player_id: str, limit: int, before: Cursor | None
-    ) -> list[PlayerRound]:
+    ) -> list[StoredRound]:
         position, currency = (before.position, before.currency) if before else _NEWEST
         params = (player_id, position, position, currency, limit)
-        rows = await self._fetch(_PLAYER_ROUNDS, params)
-        rounds = dict.fromkeys((r["table_id"], r["round_id"]) for r in rows)
-        decided = [d for key in rounds for d in await self._fetch(_DECISIONS, key)]
-        return player_rounds(rows, decided)
+        return [StoredRound(*row) for row in await self._fetch(_PLAYER_ROUNDS, params)]
 
     async def table_rounds(
         self, table_id: str, limit: int, before: Cursor | None

@@ -1,8 +1,9 @@
 """The history store port: what ``croupier web`` reads, and nothing it could write.
 
-Adapters: ``croupier.history.postgres``, ``croupier.history.sqlite``. Each reads a
-round's facts straight from its ledger stream, and players' and tables' rounds from the
-rounds read model (``croupier.projection.rounds``).
+Adapters: ``croupier.history.postgres``, ``croupier.history.sqlite``. Staff recall reads a
+round's facts straight from its ledger stream; players' recalls and players' and tables'
+rounds come from the rounds read model (``croupier.projection.rounds``), where each is a
+document ready to send, found by one indexed lookup.
 
 Pagination: pages run newest first by the ledger position of a round's settlement (of its
 opening, for a table's rounds). A position never changes once written, and a round that
@@ -16,9 +17,9 @@ import base64
 import binascii
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
-from croupier.history.models import PlayerRound, TableRound
+from croupier.history.models import TableRound
 from croupier.ledger import RecordedEvent
 
 MAX_PAGE: Final = 100
@@ -54,6 +55,14 @@ class Cursor:
         return cursor
 
 
+class StoredRound(NamedTuple):
+    """A row of a player's history: where it sorts, and the ``PlayerRound`` JSON to send."""
+
+    position: int
+    currency: str
+    document: str
+
+
 class HistoryStore(ABC):
     """Read-only access to round streams and the rounds read model."""
 
@@ -62,9 +71,13 @@ class HistoryStore(ABC):
         """The facts of the round's ledger stream in version order (empty if none)."""
 
     @abstractmethod
+    async def player_recall(self, table_id: str, round_id: str, player_id: str) -> str | None:
+        """A closed round's ``RoundRecall`` JSON as the player sees it (``None``: not theirs)."""
+
+    @abstractmethod
     async def player_rounds(
         self, player_id: str, limit: int, before: Cursor | None
-    ) -> list[PlayerRound]:
+    ) -> list[StoredRound]:
         """Up to ``limit`` of the player's closed rounds, newest first, older than ``before``."""
 
     @abstractmethod

@@ -29,9 +29,10 @@ Same database as the ledger
 Declaring a projection
 ----------------------
 A projection names its tables (:class:`Table`), a ``version`` and a pure function from a
-batch of recorded events to :class:`Changes`: rows to insert and rows to upsert (on the
-primary key, adding the ``add`` columns to what is stored and replacing the others). The
-adapters turn that into SQL, so one projection runs on both databases. Register a module in
+batch of recorded events (and what its ``gather`` read of earlier facts) to
+:class:`Changes`: rows to insert and rows to upsert (on the primary key, adding the ``add``
+columns to what is stored and replacing the others). The adapters turn that into SQL, so
+one projection runs on both databases. Register a module in
 :data:`croupier.projection.registry.PROJECTIONS` to have ``croupier project`` follow it.
 """
 
@@ -157,6 +158,13 @@ class Projection(ABC):
     version: int
     #: The tables this projection writes (and only these).
     tables: tuple[Table, ...]
+
+    async def gather(self, events: Sequence[RecordedEvent], ledger: Ledger) -> None:  # noqa: B027
+        """Read from ``ledger`` what ``apply`` needs of facts before ``events`` (default none).
+
+        Only facts below ``events[0].position`` may be read: they are committed and the
+        read model already follows them, so the projection is never ahead of the ledger.
+        """
 
     @abstractmethod
     def apply(self, events: Sequence[RecordedEvent], changes: Changes) -> None:

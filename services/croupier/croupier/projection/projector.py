@@ -80,11 +80,10 @@ class Projector:
             if not events:
                 raise ProjectionError(f"the ledger has no events after {low}, below {target}")
             _check_page(events, low)
-            steps = [
-                self._step(p, at[p.name], events)
-                for p in self.projections
-                if at[p.name] < events[-1].position
-            ]
+            behind = [p for p in self.projections if at[p.name] < events[-1].position]
+            for projection in behind:
+                await projection.gather(_after(events, at[projection.name]), self.ledger)
+            steps = [self._step(p, at[p.name], events) for p in behind]
             try:
                 await self.store.commit(steps)
             except CheckpointMoved:  # another projector applied it: go on from where it is
@@ -107,7 +106,7 @@ class Projector:
                     await asyncio.wait_for(stop.wait(), idle)
 
     def _step(self, projection: Projection, after: int, events: Sequence[RecordedEvent]) -> Step:
-        mine = [e for e in events if e.position > after]
+        mine = _after(events, after)
         changes = Changes()
         projection.apply(mine, changes)
         if changes.size > MAX_ROWS_PER_COMMIT:
@@ -116,6 +115,10 @@ class Projector:
                 f"(limit {MAX_ROWS_PER_COMMIT}): use a smaller batch"
             )
         return Step(projection, after, events[-1].position, changes)
+
+
+def _after(events: Sequence[RecordedEvent], position: int) -> list[RecordedEvent]:
+    return [e for e in events if e.position > position]
 
 
 def _check_page(events: Sequence[RecordedEvent], after: int) -> None:

@@ -7,16 +7,24 @@ Tables (money in integer minor units; ``closed_at`` is the completing event's ga
     ``position`` of its settlement. Keyed by (table_id, round_id); listed per table by
     position.
 ``history_player_rounds``
-    One row per player, currency and closed round: stake, returned, and the player's
-    wagers with their results and why they paid (JSON text). Keyed by (player_id,
-    position, currency), the order a player's history is read in, newest first.
+    One row per player, currency and closed round: stake, returned, the player's wagers
+    with their results and why they paid (JSON text), and ``document``: the row exactly
+    as the API answers it (a ``PlayerRound`` in JSON, decisions included). Keyed by
+    (player_id, position, currency), the order a player's history is read in, newest first.
+``history_recalls``
+    One row per closed round and player in it: ``document``, the round recall cut to what
+    that player may see (:func:`croupier.history.recall.for_viewer`), in JSON. A player's
+    recall is one lookup on (table_id, round_id, player_id); a round the player was not in
+    and a round that does not exist are the same missing row.
 ``history_decisions``
-    Every accepted decision, by round and ante. A player's page joins it on the antes of
-    its rows.
+    Every accepted decision, by round and ante.
 
 Each row comes from exactly one ledger fact and is only inserted; positions never change,
-so a page cursor (the last row's position) stays valid while rounds arrive. Round recall
-itself does not read these tables: it folds the round's own stream.
+so a page cursor (the last row's position) stays valid while rounds arrive. The documents
+are folded when the round closes from its stream up to the closing fact (earlier batches'
+facts are read in :meth:`RoundsProjection.gather`); later facts of a closed round are held
+or rejected events, which players never see. Staff recall folds the round's whole stream
+at each request (:mod:`croupier.history.recall`), so it shows those too.
 """
 
 from __future__ import annotations
@@ -25,8 +33,10 @@ import json
 from collections.abc import Sequence
 from typing import Any, Final
 
-from croupier.history.recall import paytable_of, why_paid
-from croupier.ledger import RecordedEvent
+from croupier.history.models import PlayerRound, Result, RoundRecall
+from croupier.history.recall import for_viewer, participants, paytable_of, recall, why_paid
+from croupier.history.viewer import Viewer
+from croupier.ledger import Ledger, RecordedEvent
 from croupier.projection import Changes, Column, Projection, Table
 from croupier.round import ACCEPTED, SETTLED, VOIDED
 from holdem import PayTable
@@ -72,8 +82,14 @@ PLAYER_ROUNDS: Final = Table(
         _int("stake"),
         _int("returned"),
         _text("wagers"),
+        _text("document"),
     ),
     key=("player_id", "position", "currency"),
+)
+RECALLS: Final = Table(
+    "history_recalls",
+    (_text("table_id"), _text("round_id"), _text("player_id"), _text("document")),
+    key=("table_id", "round_id", "player_id"),
 )
 DECISIONS: Final = Table(
     "history_decisions",
@@ -92,20 +108,34 @@ DECISIONS: Final = Table(
 
 
 class RoundsProjection(Projection):
-    """Projects closed rounds per table and per player, and accepted decisions."""
+    """Projects closed rounds per table and per player, their recalls, and decisions."""
 
     name = "rounds"
-    version = 1
-    tables = (ROUNDS, PLAYER_ROUNDS, DECISIONS)
+    version = 2
+    tables = (ROUNDS, PLAYER_ROUNDS, RECALLS, DECISIONS)
+
+    def __init__(self) -> None:
+        self._earlier: dict[str, list[RecordedEvent]] = {}
+
+    async def gather(self, events: Sequence[RecordedEvent], ledger: Ledger) -> None:
+        """The earlier facts of each round that closes in ``events``."""
+        closing = {e.stream for e in events if e.stream.startswith("round:") and _closes(e)}
+        first = events[0].position if events else 0
+        streams = await ledger.read_streams(sorted(closing)) if closing else {}
+        self._earlier = {
+            stream: [f for f in facts if f.position < first] for stream, facts in streams.items()
+        }
 
     def apply(self, events: Sequence[RecordedEvent], changes: Changes) -> None:
+        facts, self._earlier = self._earlier, {}
         for event in events:
             if not event.stream.startswith("round:"):
                 continue
+            facts.setdefault(event.stream, []).append(event)
             if event.type == ACCEPTED and event.data["event"]["event_type"] == "decision.made":
                 changes.insert(DECISIONS.name, _decision(event))
-            elif event.type in (SETTLED, VOIDED):
-                _closed(event, changes)
+            elif _closes(event):
+                _closed(event, facts.pop(event.stream), changes)
 
 
 def projection() -> Projection:
@@ -128,7 +158,11 @@ def _decision(event: RecordedEvent) -> dict[str, Any]:
     }
 
 
-def _closed(event: RecordedEvent, changes: Changes) -> None:
+def _closes(event: RecordedEvent) -> bool:
+    return event.type in (SETTLED, VOIDED)
+
+
+def _closed(event: RecordedEvent, facts: list[RecordedEvent], changes: Changes) -> None:
     data = event.data
     feed = data["event"]
     table = paytable_of(data["paytable"]["id"], data["paytable"]["version"])
@@ -146,6 +180,13 @@ def _closed(event: RecordedEvent, changes: Changes) -> None:
     changes.insert(ROUNDS.name, common)
     results = data["results"]
     assert len(results) <= MAX_RESULTS, f"a round with {len(results)} results"
+    whole = recall(common["table_id"], common["round_id"], facts)
+    assert whole is not None and whole.closed_position == event.position, "folded to its close"
+    for player_id in sorted(participants(whole)):
+        shown = for_viewer(whole, Viewer(player_id=player_id))
+        assert shown is not None, "a participant sees the round"
+        document = shown.model_dump_json()
+        changes.insert(RECALLS.name, {**_key(common), "player_id": player_id, "document": document})
     owners: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for line in results:
         owners.setdefault((line["player_id"], line["currency"]), []).append(_wager(line, table))
@@ -161,7 +202,34 @@ def _closed(event: RecordedEvent, changes: Changes) -> None:
             "returned": returned,
             "wagers": json.dumps(wagers, separators=(",", ":")),
         }
+        row["document"] = _player_round(row, wagers, whole).model_dump_json()
         changes.insert(PLAYER_ROUNDS.name, row)
+
+
+def _key(common: dict[str, Any]) -> dict[str, Any]:
+    return {"table_id": common["table_id"], "round_id": common["round_id"]}
+
+
+def _player_round(
+    row: dict[str, Any], wagers: list[dict[str, Any]], whole: RoundRecall
+) -> PlayerRound:
+    """A player's row as the API answers it, with the decisions on its antes."""
+    antes = {w["bet_id"] for w in wagers if w["spot"] == "ante"}
+    return PlayerRound(
+        table_id=row["table_id"],
+        round_id=row["round_id"],
+        game=row["game"],
+        paytable_id=row["paytable"],
+        status=row["status"],
+        closed_at=row["closed_at"],
+        position=row["position"],
+        currency=row["currency"],
+        stake=row["stake"],
+        returned=row["returned"],
+        net=row["returned"] - row["stake"],
+        wagers=[Result.model_validate(w) for w in wagers],
+        decisions=[d for d in whole.decisions if d.ante_bet_id in antes],
+    )
 
 
 def _wager(line: dict[str, Any], table: PayTable | None) -> dict[str, Any]:
