@@ -451,7 +451,7 @@ def _text(cards: tuple[int, ...]) -> str:
 
 
 def _read_draft(steps: list) -> tuple:  # type: ignore[type-arg]
-    from croupier.contract import EventType
+    from contract.feed import EventType
     from holdem import Action, Deal, Decision, Spot, Stage, Wager
     from holdem.cards import parse_card
 

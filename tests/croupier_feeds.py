@@ -12,7 +12,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from croupier.contract import FeedEvent, parse_event
+from contract.feed import FeedEvent, parse_event
 
 CH_CLASSIC = ("casino_holdem", "casino-holdem/classic")
 CH_ROYAL = ("casino_holdem", "casino-holdem/royal-20")

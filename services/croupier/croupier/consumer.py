@@ -31,8 +31,8 @@ from typing import Final
 import asyncpg
 import structlog
 
+from contract.codes import RejectionCode
 from croupier.bus import BusError, Delivery, FeedSource
-from croupier.codes import RejectionCode
 from croupier.ledger import VersionConflict
 from croupier.logs import context_ids
 from croupier.metrics import Metrics

@@ -18,6 +18,7 @@ from typing import Any, Final
 
 from pydantic_core import from_json
 
+from contract.codes import BROKER_REASONS, RejectionCode
 from croupier.bus import (
     CODE_HEADER,
     DEAD_LETTER_EXCHANGE,
@@ -26,7 +27,6 @@ from croupier.bus import (
     Outgoing,
     Parked,
 )
-from croupier.codes import BROKER_REASONS, RejectionCode
 from croupier.ledger import Ledger, NewEvent, OutboxMessage, PendingMessage, StreamAppend
 
 #: The ledger stream and fact type of what the broker itself dead-lettered.

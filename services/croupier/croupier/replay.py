@@ -19,8 +19,8 @@ from typing import Any, Final, TextIO
 
 import structlog
 
-from croupier.codes import RejectionCode
-from croupier.contract import Rejection
+from contract.codes import RejectionCode
+from contract.settlement import Rejection
 from croupier.ledger import Ledger
 from croupier.round import SETTLED, VOIDED, Status
 from croupier.runtime import fewer_collections

@@ -38,8 +38,8 @@ from enum import StrEnum
 from typing import Any, Final
 
 import holdem
-from croupier.codes import RejectionCode
-from croupier.contract import (
+from contract.codes import RejectionCode
+from contract.feed import (
     MAX_REASON_LENGTH,
     MAX_SEQ,
     SCHEMA_VERSION,

@@ -1,4 +1,4 @@
-"""JSON Schemas of every contract message, generated from the models in :mod:`croupier.contract`,
+"""JSON Schemas of every contract message, generated from the models in :mod:`contract`,
 and the history API's OpenAPI document.
 
 The files under ``contracts/`` are checked in; ``make contracts`` rewrites them and a unit test
@@ -16,13 +16,10 @@ from pydantic import BaseModel
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import core_schema
 
-from croupier.contract import (
-    EVENT_MODELS,
-    FEED_EVENT_ADAPTER,
-    Rejection,
-    SettlementResult,
-)
-from croupier.reconcile.contract import ReconciliationReport, WalletTransaction
+from contract.feed import EVENT_MODELS, FEED_EVENT_ADAPTER
+from contract.settlement import Rejection, SettlementResult
+from contract.wallet import WalletTransaction
+from croupier.reconcile.contract import ReconciliationReport
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 MANAGED_DIRS = ("feed", "settlement", "replay", "wallet", "reconcile")

@@ -19,16 +19,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from contract.codes import RejectionCode
+from contract.feed import BetPlaced, ContractError, EventType, FeedEvent, RoundOpened, parse_event
 from croupier.bus import SETTLEMENTS_EXCHANGE
-from croupier.codes import RejectionCode
-from croupier.contract import (
-    BetPlaced,
-    ContractError,
-    EventType,
-    FeedEvent,
-    RoundOpened,
-    parse_event,
-)
 from croupier.deadletters import dead_letter
 from croupier.ledger import Ledger, NewEvent, OutboxMessage, RecordedEvent, StreamAppend
 from croupier.ledger.audit import Expected

@@ -2,9 +2,9 @@
 
 Deterministic from a seed; both games on every pay table; shared live hands or boxes;
 simulated players with a :class:`~studio.strategy.Strategy`; faults on request. The feed
-is valid against :mod:`croupier.contract` and goes to JSONL (:func:`write_jsonl`) or to
+is valid against :mod:`contract.feed` and goes to JSONL (:func:`write_jsonl`) or to
 RabbitMQ (:func:`studio.publisher.publish`). The simulator depends on the rules core and
-the contract models only, never on croupier's settlement, so it stays an independent
+the contract package only, never on croupier, so it stays an independent
 producer that settlement can be checked against.
 """
 

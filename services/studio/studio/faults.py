@@ -13,7 +13,7 @@ import random
 from dataclasses import replace
 from typing import Any
 
-from croupier.contract import EventType, Target
+from contract.feed import EventType, Target
 from holdem import Action, Spot
 from studio.config import Faults
 from studio.message import FeedMessage

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from operator import itemgetter
 
-from croupier.contract import EventType
+from contract.feed import EventType
 from studio.config import StudioConfig
 from studio.faults import fault_messages, fault_round
 from studio.message import FeedMessage

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any
 
-from croupier.contract import SCHEMA_VERSION, EventType, Target
+from contract.feed import SCHEMA_VERSION, EventType, Target
 from holdem import Action, Game, PayTable, Spot, load_paytable
 from holdem.cards import card_text
 from holdem.schedule import DecisionStage, schedule

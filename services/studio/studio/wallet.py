@@ -5,7 +5,8 @@ decision), once, however often the message is sent; a wager the settlement servi
 rejected is not debited. It credits each settlement result once per ``message_id``
 (redeliveries ignored), as a ``refund`` when the round was voided; a result that returns
 nothing is no money movement and writes no row. The log is the format
-``croupier reconcile`` reads (CSV with a header, or JSON Lines).
+:mod:`contract.wallet` defines and ``croupier reconcile`` reads (CSV with a header, or JSON
+Lines).
 
 On request it misbehaves, a counted number of times each, and notes what it planted:
 ``drop_credit``, ``double_credit``, ``change_amount``, ``wrong_currency``,
@@ -26,20 +27,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, TextIO
 
+from contract.wallet import FIELDS
 from studio.message import FeedMessage
 
-COLUMNS: Final = (
-    "transaction_id",
-    "kind",
-    "message_id",
-    "table_id",
-    "round_id",
-    "bet_id",
-    "player_id",
-    "currency",
-    "amount",
-    "occurred_at",
-)
 #: What each misbehaviour shows as in a reconciliation report.
 FINDS: Final = {
     "drop_credit": "missing_in_wallet",
@@ -115,7 +105,7 @@ class WalletLog:
         self._out: TextIO = path.open("w", encoding="utf-8", newline="")
         self._csv = csv.writer(self._out) if path.suffix == ".csv" else None
         if self._csv is not None:
-            self._csv.writerow(COLUMNS)
+            self._csv.writerow(FIELDS)
         self._left = {
             f.name: getattr(faults or WalletFaults(), f.name) for f in fields(WalletFaults)
         }
@@ -227,7 +217,7 @@ class WalletLog:
         if self._csv is not None:
             self._csv.writerow(row)
         else:
-            record = dict(zip(COLUMNS, row, strict=True))
+            record = dict(zip(FIELDS, row, strict=True))
             self._out.write(json.dumps({k: v for k, v in record.items() if v != ""}) + "\n")
 
     @property

@@ -20,7 +20,8 @@ from reconcile_suite import (
     write_wallet,
 )
 
-from studio.wallet import COLUMNS, WalletFaults
+from contract.wallet import FIELDS
+from studio.wallet import WalletFaults
 
 pytestmark = pytest.mark.integration
 
@@ -56,7 +57,7 @@ async def test_a_wallet_kept_in_postgresql_reconciles_like_its_file(
             "wallet_transactions",
             records=[
                 (
-                    *(r[c] or None for c in COLUMNS[:8]),
+                    *(r[c] or None for c in FIELDS[:8]),
                     int(r["amount"]),
                     datetime.fromisoformat(r["occurred_at"]),
                     "extra columns are ignored",

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from croupier.contract import EventType
+from contract.feed import EventType
 
 CONTRACTS = Path(__file__).resolve().parents[3] / "contracts"
 DOCUMENT = CONTRACTS / "asyncapi.yaml"

@@ -16,13 +16,8 @@ import pytest
 import yaml
 from contract_examples import VALID
 
-from croupier.codes import RejectionCode
-from croupier.contract import (
-    ID_PATTERN,
-    MAX_BODY_BYTES,
-    ContractError,
-    parse_event,
-)
+from contract.codes import RejectionCode
+from contract.feed import ID_PATTERN, MAX_BODY_BYTES, ContractError, parse_event
 
 ROOT = Path(__file__).resolve().parents[3]
 

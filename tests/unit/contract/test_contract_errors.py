@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from contract_examples import DELETE, VALID, broken, text
 
-from croupier.contract import ContractError, parse_event
+from contract.feed import ContractError, parse_event
 
 
 @dataclass(frozen=True)

@@ -9,24 +9,20 @@ import pytest
 from contract_examples import VALID, broken, text
 from pydantic import ValidationError
 
-from croupier.contract import (
+from contract.feed import (
     EVENT_MODELS,
-    Action,
     BetPlaced,
     BetPlacedPayload,
     CardsDealt,
     DecisionMade,
     EventType,
-    Game,
-    Outcome,
     RoundCompleted,
     RoundOpened,
     RoundVoided,
-    Spot,
-    Stage,
     Target,
     parse_event,
 )
+from holdem import Action, Game, Outcome, Spot, Stage
 
 EXPECTED_CLASS = {
     "round.opened": RoundOpened,

@@ -24,7 +24,7 @@ def validator(relative: str) -> Draft202012Validator:
 def test_committed_schemas_are_up_to_date() -> None:
     stale = check_schemas(CONTRACTS)
     assert not stale, (
-        "contracts/ does not match the models in croupier.contract: "
+        "contracts/ does not match the models in the contract package: "
         + ", ".join(stale)
         + ". Run `make contracts` and commit the result."
     )

@@ -11,7 +11,8 @@ import pytest
 from contract_examples import SETTLEMENT
 from pydantic import ValidationError
 
-from croupier.contract import BetLine, Outcome, Rejection, SettlementResult, Spot
+from contract.settlement import BetLine, Rejection, SettlementResult
+from holdem import Outcome, Spot
 
 
 def result(**changes: Any) -> dict[str, Any]:

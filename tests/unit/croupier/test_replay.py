@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 from croupier_feeds import CH_CLASSIC, CH_PROGRESSIVE, CH_ROYAL, THP, RoundFeed, line
 
+from contract.settlement import SettlementResult
 from croupier.cli import main
-from croupier.contract import SettlementResult
 from croupier.ledger import open_ledger
 from croupier.replay import ReplaySummary, replay
 from croupier.settler import message_id

@@ -10,7 +10,7 @@ import pytest
 from croupier_feeds import CH_CLASSIC, CH_PROGRESSIVE, RoundFeed, line
 
 import holdem
-from croupier.contract import SettlementResult
+from contract.settlement import SettlementResult
 from croupier.ledger import Ledger, VersionConflict, open_ledger
 from croupier.round import SETTLED
 from croupier.settler import (

@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 from studio_checks import read_rounds
 
-from croupier.contract import ContractError, parse_event
+from contract.feed import ContractError, parse_event
 from studio.config import ConfigError, Faults, StudioConfig, TableSpec, every_paytable
 from studio.feed import FeedMessage, FeedTally, simulate
 

@@ -30,7 +30,7 @@ from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBea
 from fastapi.templating import Jinja2Templates
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from croupier.contract import ROUND_ID_PATTERN, TABLE_ID_PATTERN
+from contract.feed import ROUND_ID_PATTERN, TABLE_ID_PATTERN
 from croupier.history import render
 from croupier.history.auth import Authenticator, Unauthorized
 from croupier.history.models import (

@@ -1,21 +1,13 @@
-"""The wallet log row and the reconciliation report as models: their JSON Schemas live in
-``contracts/wallet/`` and ``contracts/reconcile/`` (``make contracts``).
-
-The reader in :mod:`croupier.reconcile.wallet` checks rows by hand (it reads millions); a
-test holds it to this schema.
+"""The reconciliation report as a model: its JSON Schema lives in ``contracts/reconcile/``
+(``make contracts``). The wallet log row it reads is :class:`contract.wallet.WalletTransaction`.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field
 
-from croupier.contract import CURRENCY_PATTERN
-
-RFC3339_PATTERN = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,6})?(Z|[+-]\d\d:\d\d)$"
-_Id = Annotated[str, StringConstraints(min_length=1, max_length=200)]
-_Currency = Annotated[str, StringConstraints(pattern=CURRENCY_PATTERN)]
 _Count = Annotated[int, Field(ge=0)]
 Kind = Literal[
     "missing_in_wallet",
@@ -27,45 +19,6 @@ Kind = Literal[
     "wager_without_debit",
     "in_transit",
 ]
-
-
-class WalletTransaction(BaseModel):
-    """One row of a wallet's transaction log (a CSV line with a header, or a JSON line).
-
-    ``debit``: a stake taken when the game server accepted a wager (``table_id``,
-    ``round_id`` and ``bet_id`` name it). ``credit``: a settlement result applied
-    (``message_id`` names it). ``refund``: a voided round's result applied. Extra fields
-    are allowed and ignored.
-    """
-
-    model_config = ConfigDict(
-        extra="allow",
-        title="WalletTransaction",
-        json_schema_extra={
-            "allOf": [
-                {
-                    "if": {"properties": {"kind": {"const": "debit"}}},
-                    "then": {"required": ["table_id", "round_id", "bet_id"]},
-                    "else": {"required": ["message_id"]},
-                }
-            ]
-        },
-    )
-
-    transaction_id: _Id = Field(description="the wallet's own id of the movement")
-    kind: Literal["debit", "credit", "refund"]
-    message_id: _Id | None = Field(default=None, description="credit, refund: the result's id")
-    table_id: _Id | None = Field(default=None, description="debit: the wager's table")
-    round_id: _Id | None = Field(default=None, description="debit: the wager's round")
-    bet_id: _Id | None = Field(default=None, description="debit: the wager's bet id")
-    player_id: _Id
-    currency: _Currency = Field(description="ISO 4217 code")
-    amount: int = Field(gt=0, le=2**63 - 1, description="minor units, positive")
-    occurred_at: str = Field(
-        description="RFC 3339 time with a UTC offset",
-        pattern=RFC3339_PATTERN,
-        json_schema_extra={"format": "date-time"},
-    )
 
 
 class Movement(BaseModel):

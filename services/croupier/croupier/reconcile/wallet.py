@@ -1,17 +1,9 @@
-"""The wallet's transaction log: its format, and reading it row by row from a file or a database.
+"""The wallet's transaction log, read row by row from a file or a database.
 
-Format (``contracts/wallet/wallet-transaction.schema.json``): CSV with a header, or JSON
-Lines, with the fields ``transaction_id, kind, message_id, table_id, round_id, bet_id,
-player_id, currency, amount, occurred_at``; extra columns are ignored.
-
-- ``debit``: a stake taken when the game server accepted a wager; ``table_id``,
-  ``round_id`` and ``bet_id`` name the wager.
-- ``credit``: a settlement result applied; ``message_id`` names the result.
-- ``refund``: a voided round's result applied (its wagers returned); ``message_id`` names it.
-
-``amount`` is a positive integer in minor units; ``occurred_at`` an RFC 3339 time with an
-offset. A row that breaks a rule is reported with its line number and the reason, never
-skipped silently. Rows are read one at a time: memory does not grow with the log.
+The format is :mod:`contract.wallet` (``contracts/wallet/wallet-transaction.schema.json``):
+CSV with a header, or JSON Lines; extra columns are ignored. A row that breaks a rule is
+reported with its line number and the reason, never skipped silently. Rows are read one at a
+time: memory does not grow with the log.
 """
 
 from __future__ import annotations
@@ -27,24 +19,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Final, NamedTuple
 
+from contract.wallet import FIELDS, KINDS, MAX_AMOUNT, MAX_TEXT, RFC3339_PATTERN
 from croupier.ledger.chain import format_timestamp
-from croupier.reconcile.contract import RFC3339_PATTERN
 
-FIELDS: Final = (
-    "transaction_id",
-    "kind",
-    "message_id",
-    "table_id",
-    "round_id",
-    "bet_id",
-    "player_id",
-    "currency",
-    "amount",
-    "occurred_at",
-)
-KINDS: Final = ("debit", "credit", "refund")
-MAX_TEXT: Final = 200  # characters in any id
-MAX_AMOUNT: Final = 2**63 - 1
 _CURRENCY: Final = re.compile(r"[A-Z]{3}")
 _RFC3339: Final = re.compile(RFC3339_PATTERN)
 _CANONICAL: Final = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{6})?Z")

@@ -1,4 +1,4 @@
-"""The studio feed contract (input) and the settlement contract (output), v1.
+"""The studio feed contract, v1: the events a studio sends, and the field types all messages share.
 
 These models are the wire vocabulary of docs/feed.md: they check shape and field values only.
 Game rules (card uniqueness across a round, call size, stage order) belong to the Round
@@ -30,12 +30,12 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails, PydanticCustomError, from_json
 
-from croupier.codes import RejectionCode
-from holdem import Action, Game, Outcome, Spot, Stage
+from contract.codes import RejectionCode
+from holdem import Action, Game, Spot, Stage
 
 SCHEMA_VERSION = 1
 
-_STRICT = ConfigDict(strict=True, extra="forbid", frozen=True)
+STRICT = ConfigDict(strict=True, extra="forbid", frozen=True)
 
 
 class EventType(StrEnum):
@@ -120,33 +120,35 @@ _OptionalAmount = Annotated[
 ]
 
 
-def _is_none(value: object) -> bool:
+def is_none(value: object) -> bool:
     """Optional feed fields are left out when absent; null is not part of the contract."""
     return value is None
 
 
-def _rule(field: str, detail: str) -> PydanticCustomError:
+def rule_error(field: str, detail: str) -> PydanticCustomError:
     """An error about 'field' raised from a model-level check."""
     return PydanticCustomError(
         "contract_rule", "{field}: {detail}", {"field": field, "detail": detail}
     )
 
 
-class _Model(BaseModel):
-    model_config = _STRICT
+class ContractModel(BaseModel):
+    """A contract message: strict types, no unknown fields, immutable."""
+
+    model_config = STRICT
 
 
 # ---------------------------------------------------------------- feed payloads
 
 
-class RoundOpenedPayload(_Model):
+class RoundOpenedPayload(ContractModel):
     """'round.opened': which game and pay table the round plays."""
 
     game: Game
     paytable: PaytableId = Field(description="pay table id, e.g. casino-holdem/classic")
 
 
-class BetPlacedPayload(_Model):
+class BetPlacedPayload(ContractModel):
     """'bet.placed': a wager on a box, in minor units of 'currency'."""
 
     bet_id: Id = Field(description="unique in the round")
@@ -157,7 +159,7 @@ class BetPlacedPayload(_Model):
     currency: Currency = Field(description="ISO 4217 code")
 
 
-class CardsDealtPayload(_Model):
+class CardsDealtPayload(ContractModel):
     """'cards.dealt': cards to a player box, the dealer, the board (deal order) or burn."""
 
     model_config = ConfigDict(
@@ -170,7 +172,7 @@ class CardsDealtPayload(_Model):
 
     target: Target
     box: _OptionalId = Field(
-        default=None, exclude_if=_is_none, description="only (and always) for target player"
+        default=None, exclude_if=is_none, description="only (and always) for target player"
     )
     cards: list[Card] = Field(min_length=1, max_length=5, json_schema_extra={"uniqueItems": True})
 
@@ -187,13 +189,13 @@ class CardsDealtPayload(_Model):
     @model_validator(mode="after")
     def _box_for_player_only(self) -> Self:
         if self.target is Target.PLAYER and self.box is None:
-            raise _rule("box", "required when target is 'player'")
+            raise rule_error("box", "required when target is 'player'")
         if self.target is not Target.PLAYER and "box" in self.model_fields_set:
-            raise _rule("box", f"only allowed when target is 'player', not '{self.target}'")
+            raise rule_error("box", f"only allowed when target is 'player', not '{self.target}'")
         return self
 
 
-class DecisionMadePayload(_Model):
+class DecisionMadePayload(ContractModel):
     """'decision.made': a player's decision at a stage; call and bet add a wager."""
 
     model_config = ConfigDict(
@@ -210,29 +212,29 @@ class DecisionMadePayload(_Model):
     stage: Stage
     action: Action
     bet_id: _OptionalId = Field(
-        default=None, exclude_if=_is_none, description="the new wager's id (call, bet)"
+        default=None, exclude_if=is_none, description="the new wager's id (call, bet)"
     )
     amount: _OptionalAmount = Field(
-        default=None, exclude_if=_is_none, description="the new wager (call, bet)"
+        default=None, exclude_if=is_none, description="the new wager (call, bet)"
     )
 
     @model_validator(mode="after")
     def _wager_fields(self) -> Self:
         for name in ("bet_id", "amount"):
             if self.action in WAGER_ACTIONS and getattr(self, name) is None:
-                raise _rule(name, f"required when action is '{self.action}'")
+                raise rule_error(name, f"required when action is '{self.action}'")
             if self.action not in WAGER_ACTIONS and name in self.model_fields_set:
-                raise _rule(
+                raise rule_error(
                     name, f"only allowed when action is 'call' or 'bet', not '{self.action}'"
                 )
         return self
 
 
-class RoundCompletedPayload(_Model):
+class RoundCompletedPayload(ContractModel):
     """'round.completed': an empty object; every card is dealt and shown, settle now."""
 
 
-class RoundVoidedPayload(_Model):
+class RoundVoidedPayload(ContractModel):
     """'round.voided': a misdeal or fault; every wager of the round is refunded."""
 
     reason: Reason = Field(description="text, not blank, no control characters")
@@ -241,7 +243,7 @@ class RoundVoidedPayload(_Model):
 # ---------------------------------------------------------------- feed events
 
 
-class EventEnvelope(_Model):
+class EventEnvelope(ContractModel):
     """Fields every feed event carries."""
 
     event_id: EventId = Field(description="UUID; unique forever, the idempotency key")
@@ -319,69 +321,6 @@ EVENT_MODELS: dict[EventType, type[EventEnvelope]] = {
     EventType.ROUND_VOIDED: RoundVoided,
 }
 FEED_EVENT_ADAPTER: TypeAdapter[FeedEvent] = TypeAdapter(FeedEvent)
-
-
-# ---------------------------------------------------------------- output
-
-
-class BetLine(_Model):
-    """One settled wager; 'returned' is stake + win, the stake on push/refund, else 0."""
-
-    bet_id: Id
-    spot: Spot = Field(strict=False)
-    stake: Amount
-    returned: Money
-    outcome: Outcome = Field(strict=False)
-
-    @model_validator(mode="after")
-    def _returned_matches_outcome(self) -> Self:
-        if self.outcome in (Outcome.LOSE, Outcome.FOLD) and self.returned != 0:
-            raise _rule("returned", f"must be 0 on outcome '{self.outcome}', got {self.returned}")
-        if self.outcome in (Outcome.PUSH, Outcome.REFUND) and self.returned != self.stake:
-            detail = f"must equal the stake {self.stake} on outcome '{self.outcome}'"
-            raise _rule("returned", f"{detail}, got {self.returned}")
-        if self.outcome is Outcome.WIN and self.returned <= self.stake:
-            detail = f"must exceed the stake {self.stake} on a win, got {self.returned}"
-            raise _rule("returned", detail)
-        return self
-
-
-class SettlementResult(_Model):
-    """What one player gets back from one round (published to wallets, written by replay)."""
-
-    message_id: MessageId = Field(description="stable id; wallets deduplicate on it")
-    table_id: TableId
-    round_id: RoundId
-    player_id: Id
-    currency: Currency
-    bets: list[BetLine] = Field(min_length=1)
-    stake_total: Money = Field(description="sum of bets[].stake")
-    returned_total: Money = Field(description="sum of bets[].returned")
-    ledger_position: Money = Field(description="where this settlement stands in the ledger")
-
-    @model_validator(mode="after")
-    def _totals(self) -> Self:
-        ids = Counter(line.bet_id for line in self.bets)
-        twice = sorted(bet_id for bet_id, n in ids.items() if n > 1)
-        if twice:
-            raise _rule("bets", f"each bet_id may appear once, repeated: {twice}")
-        for total, part in (("stake_total", "stake"), ("returned_total", "returned")):
-            expected = sum(getattr(line, part) for line in self.bets)
-            if getattr(self, total) != expected:
-                detail = f"must equal the sum of bets[].{part} = {expected}"
-                raise _rule(total, f"{detail}, got {getattr(self, total)}")
-        return self
-
-
-class Rejection(_Model):
-    """One line of the replay rejections file."""
-
-    line: int = Field(ge=1, description="1-based line number in the replayed JSONL file")
-    event_id: str | None = Field(description="the raw event's event_id, when it had one")
-    reason: Annotated[str, StringConstraints(min_length=1)]
-    code: RejectionCode | None = Field(
-        default=None, exclude_if=_is_none, description="the rejection code (README: codes)"
-    )
 
 
 # ---------------------------------------------------------------- parsing

@@ -14,7 +14,7 @@ from enum import StrEnum
 class RejectionCode(StrEnum):
     """Rejection codes, in the order they are checked."""
 
-    # The message as bytes (croupier.contract.parse_event).
+    # The message as bytes (contract.feed.parse_event).
     TOO_LARGE = "too_large"
     """The body is larger than the contract's ``MAX_BODY_BYTES``."""
     NOT_JSON = "not_json"
