@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import json
@@ -135,3 +136,19 @@ def test_croupier_web_without_a_way_to_check_tokens_is_a_configuration_error(
     monkeypatch.setenv("CROUPIER_PLAYER_TOKEN_SECRET", "short")
     assert main(["web"]) == 2
     assert "at least 32 bytes" in capsys.readouterr().err
+
+
+def test_a_token_seen_before_is_admitted_until_its_expiry_and_not_after() -> None:
+    now = [time.time()]
+    auth = dataclasses.replace(load_authenticator(SECRET, None, None), clock=lambda: now[0])
+    signed = token({"sub": "p-7", "exp": int(now[0]) + 60})
+    assert auth.player(signed).player_id == "p-7"
+    assert auth.player(signed).player_id == "p-7"  # remembered
+    tampered = signed[:-2] + ("A" if signed[-2] != "A" else "B") + signed[-1]
+    with pytest.raises(Unauthorized):
+        auth.player(tampered)  # another text: checked, and refused
+    now[0] += 61
+    with pytest.raises(Unauthorized, match="expired"):
+        auth.player(signed)
+    with pytest.raises(Unauthorized):
+        auth.player(signed)

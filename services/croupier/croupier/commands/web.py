@@ -2,7 +2,8 @@
 
 Configured by ``CROUPIER_DATABASE_URL`` (connect as the read-only role
 ``croupier_reader``), ``CROUPIER_WEB_PORT``, ``CROUPIER_PLAYER_TOKEN_SECRET`` and/or
-``CROUPIER_PLAYER_TOKEN_PUBLIC_KEY``, and ``CROUPIER_STAFF_KEYS``.
+``CROUPIER_PLAYER_TOKEN_PUBLIC_KEY``, and ``CROUPIER_STAFF_KEYS``. ``--workers N`` runs N
+processes sharing the port (each with its own connection pool), for as many cores.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 import uvicorn
 import uvloop
+from fastapi import FastAPI
 
 from croupier.config import Settings, settings
 from croupier.errors import CommandError
@@ -45,6 +47,9 @@ def register(subparsers: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--host", default="0.0.0.0", help="address to listen on")
+    parser.add_argument(
+        "--workers", type=_workers, default=1, help="processes sharing the port (default 1)"
+    )
     parser.set_defaults(run=run)
 
 
@@ -57,9 +62,37 @@ def run(args: argparse.Namespace) -> int:
         f"reading {mask_url(chosen.database_url)}",
         file=sys.stderr,
     )
+    if args.workers > 1:
+        uvicorn.run(
+            f"{__name__}:application",
+            factory=True,
+            workers=args.workers,
+            host=args.host,
+            port=chosen.web_port,
+            loop="uvloop",
+            http="httptools",
+            log_config=None,
+            access_log=False,
+            server_header=False,
+        )
+        return 0
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         runner.run(serve(open_store(chosen.database_url), auth, args.host, chosen.web_port))
     return 0
+
+
+def application() -> FastAPI:
+    """The application as each ``--workers`` process builds it, from the settings."""
+    chosen = settings()
+    store = open_store(chosen.database_url)
+    return create_app(store, authenticator(chosen), on_shutdown=store.close)
+
+
+def _workers(text: str) -> int:
+    count = int(text)
+    if not 1 <= count <= 64:
+        raise argparse.ArgumentTypeError(f"workers must be 1..64, got {count}")
+    return count
 
 
 async def serve(store: HistoryStore, auth: Authenticator, host: str, port: int) -> None:

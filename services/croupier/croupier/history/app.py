@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Annotated, Any, Final
 
@@ -81,9 +83,21 @@ class NotFound(Exception):
     """Answered with 404 and nothing more."""
 
 
-def create_app(store: HistoryStore, auth: Authenticator) -> FastAPI:
+def create_app(
+    store: HistoryStore,
+    auth: Authenticator,
+    on_shutdown: Callable[[], Awaitable[None]] | None = None,
+) -> FastAPI:
     """The application over ``store``, admitting whom ``auth`` admits."""
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        if on_shutdown is not None:
+            await on_shutdown()
+
     app = FastAPI(
+        lifespan=lifespan,
         title="Croupier history",
         version=VERSION,
         description=(

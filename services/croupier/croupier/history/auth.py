@@ -7,7 +7,9 @@ Players
     text or a file; RS256, ES256 or EdDSA). PyJWT verifies: a token is refused unless its
     signature checks with the key of the algorithm its header names, ``exp`` is in the
     future and ``sub`` is a player id. The HMAC secret is never tried for an asymmetric
-    algorithm, nor the public key as an HMAC secret.
+    algorithm, nor the public key as an HMAC secret. A token verified once is remembered
+    (up to ``KNOWN_TOKENS`` of them) with its ``exp``: the same text presented again is
+    the same token, admitted without the signature check until ``exp``, never after.
 
 Staff
     The operator configures keys and roles (``CROUPIER_STAFF_KEYS``: JSON text or a file)::
@@ -26,7 +28,9 @@ import hashlib
 import hmac
 import json
 import re
-from dataclasses import dataclass
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
@@ -37,6 +41,7 @@ from croupier.history.viewer import Grant, Viewer
 #: Limits on what a caller sends (longer is refused before any work).
 MAX_TOKEN_CHARS: Final = 4096
 MAX_KEY_CHARS: Final = 256
+KNOWN_TOKENS: Final = 50_000
 PLAYER_ID_PATTERN: Final = re.compile(r"^[^\x00-\x1f\x7f]{1,128}$")
 ASYMMETRIC: Final = ("RS256", "ES256", "EdDSA")
 DEFAULT_ROLES: Final = {
@@ -70,6 +75,10 @@ class Authenticator:
     public_key: str | None = None
     staff_keys: tuple[StaffKey, ...] = ()
     roles: dict[str, frozenset[Grant]] | None = None
+    clock: Callable[[], float] = time.time
+    _known: dict[str, tuple[Viewer, float]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         if self.token_secret is not None and len(self.token_secret) < 32:
@@ -88,6 +97,11 @@ class Authenticator:
             raise Unauthorized("a player token is required")
         if len(token) > MAX_TOKEN_CHARS:
             raise Unauthorized("the token is too long")
+        known = self._known.get(token)
+        if known is not None:
+            if self.clock() < known[1]:
+                return known[0]
+            raise Unauthorized("the token has expired")
         try:
             algorithm = jwt.get_unverified_header(token).get("alg")
             key = self._key_for(algorithm)
@@ -101,7 +115,11 @@ class Authenticator:
         subject = claims["sub"]
         if not isinstance(subject, str) or not PLAYER_ID_PATTERN.match(subject):
             raise Unauthorized("the token names no player")
-        return Viewer(player_id=subject)
+        viewer = Viewer(player_id=subject)
+        if len(self._known) >= KNOWN_TOKENS:
+            self._known.clear()
+        self._known[token] = (viewer, float(claims["exp"]))
+        return viewer
 
     def staff(self, key: str | None) -> Viewer:
         """The staff member a key belongs to; raises :class:`Unauthorized` otherwise."""
