@@ -182,6 +182,16 @@ class LedgerSuite:
         assert await ledger.last_position() == 5
         assert [m.message_id for m in await ledger.pending_outbox()] == ["m1", "m2"]
 
+    async def test_append_new_returns_only_what_this_call_wrote(self, ledger: Ledger) -> None:
+        old, new = event(), event()
+        first = await ledger.append_new([StreamAppend("dead-letters", None, [old])])
+        assert [r.key for r in first] == [old.key]
+        both = [StreamAppend("dead-letters", None, [e]) for e in (old, new)]
+        assert [r.key for r in await ledger.append_new(both)] == [new.key]
+        assert await ledger.append_new(both) == []
+        assert await ledger.append_new([]) == []
+        assert await ledger.last_position() == 2
+
     async def test_replay_is_a_no_op_after_the_stream_moved_on(self, ledger: Ledger) -> None:
         batch = [append("round:1", 0, 2)]
         first = await ledger.append(batch)

@@ -27,7 +27,14 @@ from croupier.bus import (
     Outgoing,
     Parked,
 )
-from croupier.ledger import Ledger, NewEvent, OutboxMessage, PendingMessage, StreamAppend
+from croupier.ledger import (
+    Ledger,
+    NewEvent,
+    OutboxMessage,
+    PendingMessage,
+    RecordedEvent,
+    StreamAppend,
+)
 
 #: The ledger stream and fact type of what the broker itself dead-lettered.
 DEAD_LETTERS_STREAM: Final = "dead-letters"
@@ -128,9 +135,12 @@ def _event_id(body: bytes) -> str | None:
     return event_id if isinstance(event_id, str) and len(event_id) <= 64 else None
 
 
-async def record_parked(ledger: Ledger, batch: list[Parked]) -> list[NewEvent]:
-    """Record what the broker dead-lettered (Croupier's own letters are recorded already)."""
+async def record_parked(ledger: Ledger, batch: list[Parked]) -> list[RecordedEvent]:
+    """Record what the broker dead-lettered (Croupier's own letters are recorded already).
+
+    Returns the facts this call wrote: a copy recorded before (redelivered to the recorder,
+    or recorded by another instance) is not returned again, so counting what this returns
+    counts each fact once.
+    """
     facts = list({f.key: f for f in (broker_fact(p) for p in batch if p.reason)}.values())
-    if facts:
-        await ledger.append([StreamAppend(DEAD_LETTERS_STREAM, None, [f]) for f in facts])
-    return facts
+    return await ledger.append_new([StreamAppend(DEAD_LETTERS_STREAM, None, [f]) for f in facts])

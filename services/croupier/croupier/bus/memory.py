@@ -12,6 +12,7 @@ from croupier.bus import (
     Delivery,
     Inbox,
     Outgoing,
+    Parked,
     Refused,
     unframeable,
 )
@@ -47,6 +48,8 @@ class MemoryBus(Bus):
         self.unacked: dict[int, Delivery] = {}
         self.dead_letters: list[Outgoing] = []
         self.published = 0
+        self._parked: Inbox[Parked] = Inbox()
+        self.parked_done: list[Parked] = []
 
     # -- the studio side -------------------------------------------------------------------
 
@@ -54,6 +57,11 @@ class MemoryBus(Bus):
         """What the studio publishes to ``studio.feed``."""
         self._tags += 1
         self._inbox.put(Delivery(body, self._tags, routing_key, message_id))
+
+    def park(self, parked: Parked) -> None:
+        """A copy of a dead letter for the recorder, as the broker's record queue hands it
+        over (the same copy twice: a redelivery whose acknowledgement was lost)."""
+        self._parked.put(parked)
 
     def subscribe(self, pattern: str, subscriber: Subscriber) -> None:
         """Bind a settlement subscriber (a wallet) to a routing pattern."""
@@ -87,6 +95,12 @@ class MemoryBus(Bus):
         batch = await self._inbox.take(max_messages, linger)
         self.unacked.update((d.tag, d) for d in batch)
         return batch
+
+    async def next_parked(self, max_messages: int) -> list[Parked]:
+        return await self._parked.take(max_messages, 0.01)
+
+    async def finish_parked(self, batch: Sequence[Parked]) -> None:
+        self.parked_done += batch
 
     async def finish_batch(self, batch: Sequence[Delivery]) -> None:
         for delivery in batch:

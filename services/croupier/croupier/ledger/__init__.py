@@ -89,7 +89,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from croupier.ledger.audit import Audit, OutboxRule
 from croupier.ledger.chain import (
@@ -103,6 +103,9 @@ from croupier.ledger.migrate import Dialect, migrations
 from croupier.ledger.outbox import OutboxRow, PublishedFloor
 from croupier.ledger.signing import LedgerKey, LedgerPublicKey
 from croupier.ledger.trust import HEADS_SCANNED, HeadRow, MarkRow, Trust, vouch
+
+if TYPE_CHECKING:
+    from croupier.ledger.batch import Plan
 
 #: Positions one ``vouched`` read covers at most (more are read in further spans).
 VOUCH_SPAN: Final = 20_000
@@ -280,7 +283,6 @@ class Ledger(ABC):
             raise SchemaBehind(applied, needed)
         return applied
 
-    @abstractmethod
     async def append(
         self, appends: Sequence[StreamAppend], outbox: Sequence[OutboxMessage] = ()
     ) -> list[RecordedEvent]:
@@ -290,6 +292,27 @@ class Ledger(ABC):
         Raises ``VersionConflict`` or ``IdempotencyConflict``, or ``HeadNotSigned`` when
         signing and the chain's head is not one this key signed; then nothing is written.
         """
+        if not appends and not outbox:
+            return []
+        return (await self._append(appends, outbox)).results
+
+    async def append_new(self, appends: Sequence[StreamAppend]) -> list[RecordedEvent]:
+        """Append as :meth:`append` does; only the events this call wrote, in input order.
+
+        Which keys were new is decided inside the append transaction, so of any number of
+        processes appending the same event, exactly one gets it back: what to count once.
+        """
+        if not appends:
+            return []
+        plan = await self._append(appends, ())
+        written = {row.key for row in plan.rows}
+        return [record for record in plan.results if record.key in written]
+
+    @abstractmethod
+    async def _append(
+        self, appends: Sequence[StreamAppend], outbox: Sequence[OutboxMessage]
+    ) -> Plan:
+        """Plan and write one append in one transaction (``batch.plan_append``)."""
 
     @abstractmethod
     async def read_streams(self, streams: Sequence[str]) -> dict[str, list[RecordedEvent]]:

@@ -177,11 +177,9 @@ class PostgresLedger(Ledger):
             return 0
         return int(await pool.fetchval("SELECT coalesce(max(version), 0) FROM schema_migrations"))
 
-    async def append(
-        self, appends: Sequence[StreamAppend], outbox: Sequence[OutboxMessage] = ()
-    ) -> list[RecordedEvent]:
-        if not appends and not outbox:
-            return []
+    async def _append(
+        self, appends: Sequence[StreamAppend], outbox: Sequence[OutboxMessage]
+    ) -> Plan:
         keys = batch_keys(appends)
         ids = outbox_ids(outbox)
         async with (await self.pool()).acquire() as conn, conn.transaction():
@@ -201,7 +199,7 @@ class PostgresLedger(Ledger):
                 last = plan.rows[-1]
                 await conn.execute(_INSERT_HEAD, *self.trust.sign_head(last.position, last.hash))
             await self._write(conn, plan)
-        return plan.results
+        return plan
 
     async def _check_head(self, conn: Conn, head: tuple[int, str]) -> None:
         """Refuse to append after rows this key did not sign (inside the append lock)."""

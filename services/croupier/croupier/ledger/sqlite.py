@@ -33,6 +33,7 @@ from croupier.ledger import (
     StreamAppend,
 )
 from croupier.ledger.batch import (
+    Plan,
     batch_keys,
     batch_streams,
     outbox_ids,
@@ -129,11 +130,9 @@ class SqliteLedger(Ledger):
         rows = await self._read("SELECT coalesce(max(version), 0) FROM schema_migrations", ())
         return int(rows[0][0])
 
-    async def append(
-        self, appends: Sequence[StreamAppend], outbox: Sequence[OutboxMessage] = ()
-    ) -> list[RecordedEvent]:
-        if not appends and not outbox:
-            return []
+    async def _append(
+        self, appends: Sequence[StreamAppend], outbox: Sequence[OutboxMessage]
+    ) -> Plan:
         return await self._writer.run(lambda conn: _append(conn, appends, outbox, self.trust))
 
     async def read_streams(self, streams: Sequence[str]) -> dict[str, list[RecordedEvent]]:
@@ -297,7 +296,7 @@ def _append(
     appends: Sequence[StreamAppend],
     outbox: Sequence[OutboxMessage],
     trust: Trust,
-) -> list[RecordedEvent]:
+) -> Plan:
     keys = batch_keys(appends)
     ids = outbox_ids(outbox)
     conn.execute("BEGIN IMMEDIATE")
@@ -322,7 +321,7 @@ def _append(
     except BaseException:
         conn.execute("ROLLBACK")
         raise
-    return plan.results
+    return plan
 
 
 def _check_head(conn: sqlite3.Connection, head: tuple[int, str], trust: Trust) -> None:
