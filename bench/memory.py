@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-_CROUPIER = (sys.executable, "-m", "croupier.cli")
+_CROUPIER = (sys.executable, "-m", "floor.cli")
 _SEEDED = ("--seed", "3", "--out")
 ANCHOR = "import croupier.replay, croupier.ledger.sqlite, croupier.cli"
 

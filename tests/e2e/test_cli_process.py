@@ -35,7 +35,7 @@ def test_ctrl_c_during_a_replay_is_one_line_and_exit_130(tmp_path: Path) -> None
     simulate = ["simulate", "--rounds", "400", "--seed", "4", "--out", str(feed)]
     assert (
         subprocess.run(
-            [sys.executable, "-m", "croupier.cli", *simulate], capture_output=True, check=False
+            [sys.executable, "-m", "floor.cli", *simulate], capture_output=True, check=False
         ).returncode
         == 0
     )

@@ -23,7 +23,7 @@ def croupier(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProc
     """Run ``croupier ARGS`` in ``cwd`` with the ``CROUPIER_*`` settings given, and only those."""
     environment = {k: v for k, v in os.environ.items() if not k.startswith("CROUPIER_")}
     return subprocess.run(
-        [sys.executable, "-m", "croupier.cli", *args],
+        [sys.executable, "-m", "floor.cli", *args],
         cwd=cwd,
         env={**environment, **env},
         capture_output=True,
@@ -90,7 +90,7 @@ def test_a_configured_broker_that_does_not_answer_stops_the_demo(tmp_path: Path)
 def test_the_demo_prints_a_players_history_page_that_works_while_it_runs(tmp_path: Path) -> None:
     environment = {k: v for k, v in os.environ.items() if not k.startswith("CROUPIER_")}
     demo = subprocess.Popen(
-        [sys.executable, "-u", "-m", "croupier.cli", "demo", "--embedded", "--rounds", "150"],
+        [sys.executable, "-u", "-m", "floor.cli", "demo", "--embedded", "--rounds", "150"],
         cwd=tmp_path,
         env={**environment, "CROUPIER_WEB_PORT": "0", "CROUPIER_HTTP_PORT": "0"},
         stdout=subprocess.PIPE,

@@ -1,4 +1,6 @@
-"""The ``croupier`` command line: one sub-command per module in :mod:`croupier.commands`.
+"""The ``croupier`` command line: one sub-command per module, croupier's own in
+:mod:`croupier.commands`; the program installed as ``croupier`` adds the floor's (``demo``,
+``simulate``: :mod:`floor.cli`).
 
 Every command: configuration read and validated first, one-line errors (a traceback only with
 ``--debug``), passwords masked, the exit codes of :mod:`croupier.errors`.
@@ -18,28 +20,28 @@ from croupier.console import ArgumentParser
 from croupier.errors import CommandError, ExitCode
 from croupier.logs import configure_logging
 from croupier.urls import mask_secrets
-from studio.config import ConfigError as StudioConfigError
 
 # Each module defines ``register(subparsers) -> None``, which adds its parser with
 # ``set_defaults(run=...)``; ``run(args) -> int`` returns the exit status.
-COMMANDS = (
-    "demo",
-    "serve",
-    "replay",
-    "simulate",
-    "migrate",
-    "keygen",
-    "verify",
-    "redrive",
-    "rounds",
-    "project",
-    "reconcile",
-    "report",
-    "integrity",
-    "par",
-    "odds",
-    "contracts",
-    "web",
+COMMANDS = tuple(
+    f"croupier.commands.{name}"
+    for name in (
+        "serve",
+        "replay",
+        "migrate",
+        "keygen",
+        "verify",
+        "redrive",
+        "rounds",
+        "project",
+        "reconcile",
+        "report",
+        "integrity",
+        "par",
+        "odds",
+        "contracts",
+        "web",
+    )
 )
 
 EPILOG = """\
@@ -56,8 +58,8 @@ DEBUG_HELP = "show the traceback of an error"
 SERVICES = frozenset({"serve", "web"})
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full argument parser, with every sub-command that is installed."""
+def build_parser(commands: Sequence[str] = COMMANDS) -> argparse.ArgumentParser:
+    """The argument parser with a sub-command for each module named in ``commands``."""
     parser = ArgumentParser(
         prog="croupier",
         description="Round settlement for live Casino Hold'em and Texas Hold'em Plus tables.",
@@ -68,15 +70,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--debug", action="store_true", help=DEBUG_HELP + " (here or after the command)"
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in COMMANDS:
-        importlib.import_module(f"croupier.commands.{name}").register(subparsers)
+    for module in commands:
+        importlib.import_module(module).register(subparsers)
     for sub in subparsers.choices.values():
         sub.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP)
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``croupier`` script; returns the exit status."""
+def main(argv: Sequence[str] | None = None, commands: Sequence[str] = COMMANDS) -> int:
+    """Run one command of ``commands`` as ``argv`` asks; returns the exit status."""
     try:
         settings: Settings = load_settings()
         problem: CommandError | None = None
@@ -84,7 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings, problem = Settings.model_construct(), error
     use_settings(settings)
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser(commands).parse_args(argv)
     except SystemExit as done:  # --help, --version, or a usage error already printed
         return int(done.code or 0)
     except KeyboardInterrupt:
@@ -102,11 +104,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         print(f"{command}: {error.line()}", file=sys.stderr)
         return error.code
-    except StudioConfigError as error:  # a studio the options describe cannot play
-        if args.debug:
-            traceback.print_exc()
-        print(f"{command}: {error}; see `{command} --help`", file=sys.stderr)
-        return ExitCode.USAGE
     except KeyboardInterrupt:
         print(f"{command}: interrupted", file=sys.stderr)
         return ExitCode.INTERRUPTED

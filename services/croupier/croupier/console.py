@@ -21,6 +21,7 @@ from croupier.errors import CommandError, ExitCode, reaching
 from croupier.ledger import Ledger, open_ledger
 from croupier.ledger.signing import LedgerKey, SigningKeyError
 from croupier.urls import mask_url, parse_ledger_url
+from holdem.paytable import PayTableError, resolve_paytable
 
 LEDGER_HELP = (
     "ledger URL: postgresql://USER@HOST:PORT/DATABASE, sqlite:///RELATIVE/FILE or "
@@ -108,11 +109,9 @@ def ledger_url(text: str) -> str:
 
 def paytable_id(text: str) -> str:
     """An option type: a pay table id (``casino-holdem/classic``) or its short name."""
-    from studio.config import ConfigError, resolve_paytable
-
     try:
         return resolve_paytable(text)
-    except ConfigError as error:
+    except PayTableError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 

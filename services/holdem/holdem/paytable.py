@@ -254,6 +254,21 @@ def paytable_ids() -> list[str]:
     return sorted(_catalogue())
 
 
+def short_name(paytable_id: str) -> str:
+    """A pay table's short name, e.g. ``"classic"`` for ``casino-holdem/classic``."""
+    return paytable_id.rsplit("/", 1)[-1]
+
+
+def resolve_paytable(name: str) -> str:
+    """A pay table id from its id or short name (``classic``, ``royal-20``, ``standard``...)."""
+    if name in paytable_ids():
+        return name
+    matches = [pid for pid in paytable_ids() if short_name(pid) == name]
+    if len(matches) != 1:
+        raise PayTableError(f"unknown pay table {name!r}; known: {paytable_ids()}")
+    return matches[0]
+
+
 def load_paytable(paytable_id: str, version: int | None = None) -> PayTable:
     """A shipped pay table: the given version, or the newest."""
     versions = _catalogue().get(paytable_id)

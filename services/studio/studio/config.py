@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 
 from holdem import paytable_ids
+from holdem.paytable import PayTableError, resolve_paytable, short_name
 
 MAX_BOXES = 7
 MAX_SHARED_PLAYERS = 100_000
@@ -148,21 +149,6 @@ class StudioConfig:
         return share + (1 if index < extra else 0)
 
 
-def short_name(paytable_id: str) -> str:
-    """A pay table's short name, e.g. ``"classic"`` for ``casino-holdem/classic``."""
-    return paytable_id.rsplit("/", 1)[-1]
-
-
-def resolve_paytable(name: str) -> str:
-    """A pay table id from its id or short name (``classic``, ``royal-20``, ``standard``...)."""
-    if name in paytable_ids():
-        return name
-    matches = [pid for pid in paytable_ids() if short_name(pid) == name]
-    if len(matches) != 1:
-        raise ConfigError(f"unknown pay table {name!r}; known: {paytable_ids()}")
-    return matches[0]
-
-
 def every_paytable(players: int = 50, boxes: int | None = None) -> tuple[TableSpec, ...]:
     """One table per shipped pay table, ids like ``studio-1-classic``."""
     return tuple(
@@ -185,7 +171,10 @@ def parse_table_specs(
         if not match:
             raise ConfigError(f"table spec {spec!r}: expected PAYTABLE[*COUNT][:shared=N|:boxes=N]")
         name, count, mode, size = match.groups()
-        paytable = resolve_paytable(name)
+        try:
+            paytable = resolve_paytable(name)
+        except PayTableError as error:
+            raise ConfigError(str(error)) from None
         seats_players, seats_boxes = players, boxes
         if mode == "shared":
             seats_players, seats_boxes = int(size), None

@@ -29,7 +29,7 @@ def test_live_demo_runs_twice_with_one_seed_and_pays_every_round(
     }
     for _ in range(2):
         done = subprocess.run(
-            [sys.executable, "-m", "croupier.cli", "demo", "--rounds", "16", "--seed", "5"],
+            [sys.executable, "-m", "floor.cli", "demo", "--rounds", "16", "--seed", "5"],
             cwd=tmp_path,
             env=environment,
             capture_output=True,
@@ -56,7 +56,7 @@ async def test_the_live_demo_needs_no_database_but_its_own(tmp_path: Path, amqp_
         "CROUPIER_WEB_PORT": "0",
     }
     done = subprocess.run(
-        [sys.executable, "-m", "croupier.cli", "demo", "--rounds", "4", "--seed", "5"],
+        [sys.executable, "-m", "floor.cli", "demo", "--rounds", "4", "--seed", "5"],
         cwd=tmp_path,
         env=environment,
         capture_output=True,

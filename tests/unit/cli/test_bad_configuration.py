@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from croupier.cli import main
 from croupier.ledger.signing import LedgerKey
+from floor.cli import main
 
 SECRET = "s3cret-pw"
 

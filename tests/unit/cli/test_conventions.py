@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from croupier.cli import main
 from croupier.progress import Progress
 from croupier.urls import mask_secrets, mask_url, parse_ledger_url
+from floor.cli import main
 
 
 @pytest.mark.parametrize(

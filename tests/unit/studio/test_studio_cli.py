@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from contract.feed import parse_event
-from croupier.cli import main as croupier_main
+from floor.cli import main as croupier_main
 from studio.cli import main as studio_main
 from studio.config import ConfigError, parse_table_specs
 

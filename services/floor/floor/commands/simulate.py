@@ -9,6 +9,7 @@ from typing import Any
 from croupier.console import add_json_argument, output_file
 from croupier.errors import CommandError
 from croupier.progress import Progress
+from floor.commands import studio_options
 from studio.cli import SIMULATE_HELP, add_simulate_arguments, run_simulate
 from studio.config import StudioConfig
 from studio.message import FeedMessage
@@ -31,7 +32,8 @@ def run(args: argparse.Namespace) -> int:
             output_file(str(args.out))
         except argparse.ArgumentTypeError as error:
             raise CommandError(f"--out: {error}", "name a file in a folder that exists") from None
-    return run_simulate(args, _with_progress)
+    with studio_options("croupier simulate"):
+        return run_simulate(args, _with_progress)
 
 
 def _with_progress(config: StudioConfig, messages: Iterator[FeedMessage]) -> Iterator[FeedMessage]:

@@ -7,7 +7,8 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from croupier.demo import run_demo
+from floor.commands import studio_options
+from floor.demo import run_demo
 from studio.wallet import WalletFaults
 
 
@@ -55,13 +56,14 @@ def _faults(text: str) -> WalletFaults:
 
 def run(args: argparse.Namespace) -> int:
     """Run the demo."""
-    return asyncio.run(
-        run_demo(
-            args.rounds,
-            args.seed,
-            print,
-            embedded=args.embedded,
-            wallet_log=args.wallet_log,
-            wallet_faults=args.wallet_faults,
+    with studio_options("croupier demo"):
+        return asyncio.run(
+            run_demo(
+                args.rounds,
+                args.seed,
+                print,
+                embedded=args.embedded,
+                wallet_log=args.wallet_log,
+                wallet_faults=args.wallet_faults,
+            )
         )
-    )

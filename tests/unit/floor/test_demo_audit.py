@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from croupier.demo import Audit, dealt_rounds
+from floor.demo import Audit, dealt_rounds
 from studio import StudioConfig, every_paytable, simulate
 from studio.config import Faults
 
