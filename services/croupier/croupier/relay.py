@@ -155,23 +155,9 @@ class OutboxRelay:
     async def _vouched(self, pending: Sequence[PendingMessage]) -> dict[str, Outgoing]:
         """What to publish for each message a chained fact says, by id; the rest are set
         aside with the reason."""
-        events = await self.ledger.vouched(m.position for m in pending)
-        vouched: dict[str, Outgoing] = {}
-        refused: dict[str, str] = {}
-        for message in pending:
-            published = _derived(message, events.get(message.position))
-            if isinstance(published, Outgoing):
-                vouched[message.message_id] = published
-                continue
-            refused[message.message_id] = f"refused: {published}"
-            log.error(
-                "outbox message refused: not what a recorded fact says",
-                message_id=message.message_id,
-                position=message.position,
-                reason=published,
-            )
+        vouched, refused = await derive(self.ledger, pending)
         if refused:
-            await self.ledger.set_aside(refused)
+            await self.ledger.set_aside({i: f"refused: {why}" for i, why in refused.items()})
             self.metrics.refused.inc(len(refused))
         return vouched
 
@@ -213,12 +199,28 @@ class OutboxRelay:
         self._wake.clear()
 
 
-def outgoing(message: PendingMessage) -> Outgoing:
-    """A pending message as it is published (no integrity check: ``_derived`` does it)."""
-    if message.exchange == DEAD_LETTER_EXCHANGE:
-        return deadletters.outgoing(message)
-    body = {**message.body, "ledger_position": message.position}
-    return Outgoing(message.message_id, message.routing_key, body, exchange=message.exchange)
+async def derive(
+    ledger: Ledger, pending: Sequence[PendingMessage]
+) -> tuple[dict[str, Outgoing], dict[str, str]]:
+    """The relay's rule: what to publish for each message a chained fact says (by id), and
+    why each other one is refused (by id; logged). ``croupier redrive --results`` applies
+    it too."""
+    events = await ledger.vouched(m.position for m in pending)
+    vouched: dict[str, Outgoing] = {}
+    refused: dict[str, str] = {}
+    for message in pending:
+        published = _derived(message, events.get(message.position))
+        if isinstance(published, Outgoing):
+            vouched[message.message_id] = published
+            continue
+        refused[message.message_id] = published
+        log.error(
+            "outbox message refused: not what a recorded fact says",
+            message_id=message.message_id,
+            position=message.position,
+            reason=published,
+        )
+    return vouched, refused
 
 
 def _derived(message: PendingMessage, event: ChainRow | None) -> Outgoing | str:

@@ -19,7 +19,7 @@ from typing import Any
 
 import asyncpg
 import pytest
-from integration.service.service_harness import service_role
+from integration.service.service_harness import Wallet, prepare_broker, service_role
 
 from croupier.bus import Outgoing
 from croupier.bus.memory import MemoryBus
@@ -203,7 +203,8 @@ async def test_schema_migrations_is_append_only_and_start_up_only_checks_it(
     await scene.ledger.check_schema()  # current: the service starts
     await scene.as_owner(
         "ALTER TABLE schema_migrations DISABLE TRIGGER USER",
-        "DELETE FROM schema_migrations WHERE version = 3",
+        "DELETE FROM schema_migrations WHERE version = "
+        "(SELECT max(version) FROM schema_migrations)",
         "ALTER TABLE schema_migrations ENABLE TRIGGER USER",
     )
     with pytest.raises(SchemaBehind, match="run `croupier migrate` as the database owner"):
@@ -480,3 +481,103 @@ async def test_cutting_the_signed_heads_too_takes_the_kept_anchor(
     assert report.removed[-1] == kept.head_position
     code, out = await scene.cli_verify(capsys, "--anchor", anchor)
     assert code == 1 and f"events removed: position {kept.head_position}" in out
+
+
+def _forged_result(real: dict[str, Any], message_id: str) -> dict[str, Any]:
+    return {**real, "message_id": message_id, "player_id": "mallory", "returned_total": 99_999_900}
+
+
+async def _forge_or_edit_result(scene: Scene, role: str) -> str:
+    """As the app role, a forged outbox row next to a real settlement; as the owner, a real
+    pending result edited. The message id of the row now lying."""
+    position, digest, data = (await scene.settled())[0]
+    real = result_bodies(json.loads(data))[0]
+    if role == "app":
+        await scene.as_app(
+            "INSERT INTO outbox (message_id, position, exchange, routing_key, body, event_hash) "
+            f"VALUES ('forged-1', {position}, 'croupier.settlements', 'EUR.mallory', "
+            f"'{canonical_json(_forged_result(real, 'forged-1'))}', '{digest}')"
+        )
+        return "forged-1"
+    edited = {**real, "returned_total": real["returned_total"] + 100_000}
+    await scene.as_owner(
+        f"UPDATE outbox SET body = '{canonical_json(edited)}' "
+        f"WHERE message_id = '{real['message_id']}'"
+    )
+    return str(real["message_id"])
+
+
+@pytest.mark.parametrize("role", ["app", "owner"])
+async def test_redrive_results_refuses_what_the_relay_refused(
+    scene: Scene,
+    role: str,
+    amqp_vhost: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The relay refuses a lying outbox row and sets it aside (signed: the service wrote the
+    set-aside row); ``croupier redrive --results`` applies the relay's rule again and
+    refuses it, while it publishes a real result the broker had refused."""
+    lying = await _forge_or_edit_result(scene, role)
+    unrouted = next(m for m in scene.expected if m != lying)
+    await scene.ledger.set_aside({unrouted: "unroutable: no queue bound for EUR.p1"})
+    got, metrics = await scene.relay()
+    assert _refused(metrics) == 1 and lying not in got and unrouted not in got
+    await prepare_broker(amqp_vhost)
+    monkeypatch.setenv("CROUPIER_LEDGER_SIGNING_KEY", str(scene.public_key.with_suffix(".key")))
+    capsys.readouterr()
+    redrive = ["redrive", "--results", "--ledger", scene.service_url, "--amqp", amqp_vhost]
+    assert await asyncio.to_thread(main, [*redrive, "--json"]) == 1
+    listed = {m["message_id"]: m for m in json.loads(capsys.readouterr().out)["messages"]}
+    assert listed[lying]["action"] == "refused"
+    assert "refused:" in listed[lying]["reason"]
+    assert listed[unrouted]["action"] == "redriven"
+    wallet = Wallet(amqp_vhost)
+    await wallet.wait_for([unrouted], timeout=30)
+    await asyncio.sleep(0.5)
+    await wallet.drain()
+    assert set(wallet.unique) == {unrouted}  # nothing lying reached the broker
+    assert wallet.unique[unrouted].body == scene.expected[unrouted]
+    # Without the service's key, a ledger with signed heads is not redriven at all.
+    monkeypatch.delenv("CROUPIER_LEDGER_SIGNING_KEY")
+    assert await asyncio.to_thread(main, redrive) == 2
+    assert "set CROUPIER_LEDGER_SIGNING_KEY" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("role", ["app", "owner"])
+async def test_a_forged_set_aside_row_suppresses_nothing_and_is_reported(
+    scene: Scene, role: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    victim = next(iter(scene.expected))
+    await scene.attack(
+        role,
+        "INSERT INTO outbox_set_aside (message_id, reason, key_id, signature) VALUES "
+        f"('{victim}', 'unroutable: no queue', '{scene.key.public.key_id}', '{'ab' * 64}')",
+        f"INSERT INTO outbox_set_aside (message_id, reason) VALUES ('{victim}', 'nacked')",
+    )
+    assert await scene.ledger.set_aside_messages() == []  # not the service's: not listed
+    got, _ = await scene.relay()
+    assert _bodies(got) == scene.expected  # the victim's result went out all the same
+    code, out = await scene.cli_verify(capsys)
+    assert code == 1
+    assert f"message_id {victim}: signature does not match" in out
+    assert f"message_id {victim}: unsigned" in out
+    assert out.count("outbox_set_aside forged: id") == 2
+
+
+async def test_an_edited_set_aside_row_is_reported(
+    scene: Scene, capsys: pytest.CaptureFixture[str]
+) -> None:
+    victim, other = list(scene.expected)[:2]
+    await scene.ledger.set_aside({victim: "unroutable: no queue bound"})
+    code, out = await scene.cli_verify(capsys)
+    assert code == 0, out  # the service's own set-aside rows are information
+    assert "1 note(s), not findings" in out
+    assert f"message_id {victim}: unroutable: no queue bound (not published)" in out
+    await scene.as_owner(
+        f"UPDATE outbox_set_aside SET message_id = '{other}' WHERE message_id = '{victim}'"
+    )
+    assert await scene.ledger.set_aside_messages() == []
+    code, out = await scene.cli_verify(capsys)
+    assert code == 1
+    assert f"outbox_set_aside forged: id 1 message_id {other}: signature does not match" in out

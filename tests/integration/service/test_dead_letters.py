@@ -15,6 +15,7 @@ import json
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import aio_pika
@@ -221,7 +222,12 @@ async def test_a_poison_message_is_quarantined_and_the_consumer_goes_on(
 
 
 async def test_an_unroutable_result_is_set_aside_counted_once_and_blocks_nothing(
-    service: Service, amqp_vhost: str, postgres_database: str, capsys: pytest.CaptureFixture[str]
+    service: Service,
+    amqp_vhost: str,
+    postgres_database: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
 ) -> None:
     unrouted = message_id("t-unrouted", "r1", "p1", "EUR")
     connection = await aio_pika.connect(amqp_vhost, timeout=30)
@@ -257,8 +263,12 @@ async def test_an_unroutable_result_is_set_aside_counted_once_and_blocks_nothing
     status, body = await http_get(service.http_port or 0, "/readyz")
     assert status == 200, body
 
-    # Once p1's wallet is bound, the operator publishes what was set aside.
+    # Once p1's wallet is bound, the operator publishes what was set aside (with the
+    # service's key: the set-aside rows and the publish marks are signed).
     await prepare_broker(amqp_vhost)
+    assert service.ledger.trust.key is not None
+    private, _ = service.ledger.trust.key.write(tmp_path / "keys")
+    monkeypatch.setenv("CROUPIER_LEDGER_SIGNING_KEY", str(private))
     redrive = ["redrive", "--results", "--ledger", postgres_database, "--amqp", amqp_vhost]
     capsys.readouterr()
     assert await asyncio.to_thread(main, [*redrive, "--json"]) == 0

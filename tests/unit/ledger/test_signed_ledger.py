@@ -123,3 +123,30 @@ async def test_vouched_rows_link_up_to_a_signed_head(tmp_path: Path) -> None:
         assert set(await ledger.vouched([2, 5, 6, 7])) == {2, 5}
         pending = await ledger.pending_outbox()
         assert [(m.position, m.event_hash != "") for m in pending] == [(5, True)]
+
+
+async def test_only_set_aside_rows_this_key_signed_are_listed_and_verify(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'l.db'}"
+    key = LedgerKey.generate()
+    async with open_ledger(url, key) as ledger:
+        await ledger.migrate()
+        await ledger.append([append("a", 0, 1)], [message("m1"), message("m2")])
+        await ledger.set_aside({"m1": "unroutable: no queue"})
+        await ledger.set_aside({"m1": "unroutable: no queue"})  # idempotent
+        assert [(m.message_id, why) for m, why in await ledger.set_aside_messages()] == [
+            ("m1", "unroutable: no queue")
+        ]
+        report = await ledger.verify(public_key=key.public)
+        assert report.ok, report.summary()
+        assert report.notes == (
+            "outbox_set_aside: id 1 message_id m1: unroutable: no queue (not published)",
+        )
+    with sqlite3.connect(tmp_path / "l.db") as conn:
+        conn.execute("INSERT INTO outbox_set_aside (message_id, reason) VALUES ('m2', 'nacked')")
+    async with open_ledger(url, key) as ledger:  # a fresh process: set aside, not suppressed
+        assert [m.message_id for m in await ledger.pending_outbox()] == ["m1", "m2"]
+        assert [m.message_id for m, _ in await ledger.set_aside_messages()] == ["m1"]
+        report = await ledger.verify(public_key=key.public)
+        assert report.rows("outbox_set_aside", "forged") == ["id 2 message_id m2"]
+    async with open_ledger(url) as unsigned:  # without a key every row counts
+        assert [m.message_id for m, _ in await unsigned.set_aside_messages()] == ["m1", "m2"]

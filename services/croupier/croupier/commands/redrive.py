@@ -6,7 +6,12 @@ published to ``studio.feed`` again with their original routing key, body and mes
 confirmed, then removed from the dead-letter queue. Croupier's own rejections stay parked
 (their verdict would not change) unless ``--all``. Idempotent: the service settles a
 message it has seen before as a no-op. ``--dry-run`` lists and changes nothing.
-``--results`` publishes the settlement results the relay set aside instead.
+
+``--results`` publishes the messages the relay set aside instead, under the relay's own
+rule: only set-aside rows the service's key signed (``CROUPIER_LEDGER_SIGNING_KEY``, needed
+for a ledger with signed heads) count, and each message is published as re-derived from the
+chained fact it names (``relay.derive``). Anything else (a forged or edited outbox or
+set-aside row) is refused, listed with why, published never; the command then exits 1.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from croupier.bus import (
     CODE_HEADER,
     DEAD_LETTER_QUEUE,
     FEED_EXCHANGE,
+    Outgoing,
 )
 from croupier.bus.amqp import AmqpBus, as_parked
 from croupier.config import settings
@@ -32,9 +38,11 @@ from croupier.console import (
     ledger_at,
     ledger_of,
     print_json,
+    signing_key,
 )
-from croupier.errors import ExitCode, reaching
-from croupier.relay import outgoing
+from croupier.errors import CommandError, ExitCode, reaching
+from croupier.ledger import Ledger
+from croupier.relay import derive
 
 
 @dataclass
@@ -44,7 +52,7 @@ class Listed:
     message_id: str | None
     routing_key: str
     reason: str
-    action: str  # "redriven", "would redrive", "kept"
+    action: str  # "redriven", "would redrive", "kept", "refused"
 
 
 def register(subparsers: Any) -> None:
@@ -75,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             listed = asyncio.run(_redrive(broker, args))
     _print(listed, args.json)
-    return ExitCode.OK
+    return ExitCode.FINDING if any(p.action == "refused" for p in listed) else ExitCode.OK
 
 
 async def _redrive(url: str, args: argparse.Namespace) -> list[Listed]:
@@ -127,30 +135,57 @@ async def _one(
 async def _redrive_results(
     ledger_url: str, amqp_url: str, args: argparse.Namespace
 ) -> list[Listed]:
-    listed: list[Listed] = []
-    async with ledger_at(ledger_url) as ledger:
-        aside = await ledger.set_aside_messages(args.limit)
-        listed = [Listed(m.message_id, m.routing_key, why, "would redrive") for m, why in aside]
-        if args.dry_run or not aside:
+    key = signing_key(settings().ledger_signing_key, required=False)
+    async with ledger_at(ledger_url, key=key) as ledger:
+        if key is None and await ledger.signed():
+            raise CommandError(
+                "this ledger's heads are signed: set-aside rows and results are checked, "
+                "and publish marks signed, with the service's key",
+                "set CROUPIER_LEDGER_SIGNING_KEY to the service's key file",
+            )
+        listed, sendable = await _set_aside(ledger, args.limit)
+        if args.dry_run or not sendable:
             return listed
         bus = AmqpBus(amqp_url)
         await bus.connect_publisher()
         try:
-            refused = {r.message_id: r for r in await bus.publish([outgoing(m) for m, _ in aside])}
+            refused = {r.message_id: r for r in await bus.publish(list(sendable.values()))}
         finally:
             await bus.close()
-        await ledger.mark_published([m.message_id for m, _ in aside if m.message_id not in refused])
+        await ledger.mark_published([i for i in sendable if i not in refused])
         for entry in listed:
-            refusal = refused.get(entry.message_id or "")
+            if entry.message_id not in sendable:
+                continue
+            refusal = refused.get(entry.message_id)
             entry.action = "kept" if refusal else "redriven"
             if refusal:
                 entry.reason = f"{refusal.kind}: {refusal.reason}"
     return listed
 
 
+async def _set_aside(ledger: Ledger, limit: int) -> tuple[list[Listed], dict[str, Outgoing]]:
+    """The set-aside messages, each listed as to redrive or refused (why), and what to
+    publish for the former, by id: the relay's rule, on rows the service's key signed."""
+    rows = await ledger.set_aside_rows(limit)
+    signed = {m.message_id for m, row in rows if ledger.trust.trusts_aside(row)}
+    messages = list({m.message_id: (m, row.reason) for m, row in rows}.values())
+    sendable, refused = await derive(ledger, [m for m, _ in messages if m.message_id in signed])
+    listed = []
+    for message, reason in messages:
+        why = refused.get(message.message_id)
+        if message.message_id not in signed:
+            why = "set aside by no row the service's key signed"
+        entry = Listed(message.message_id, message.routing_key, reason, "would redrive")
+        if why is not None:
+            entry.reason, entry.action = f"refused: {why}", "refused"
+        listed.append(entry)
+    return listed, sendable
+
+
 def _print(listed: list[Listed], as_json: bool) -> None:
     counts = {action: sum(p.action == action for p in listed) for action in ("redriven", "kept")}
     counts["would redrive"] = sum(p.action == "would redrive" for p in listed)
+    counts["refused"] = sum(p.action == "refused" for p in listed)
     if as_json:
         print_json({"counts": counts, "messages": [asdict(p) for p in listed]})
         return

@@ -85,9 +85,20 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {problem.line()}")
         if len(report.problems) > LISTED:
             print(f"  ... and {len(report.problems) - LISTED} more (--json lists every one)")
+        _print_notes(report.notes)
         if ok:  # a head worth keeping outside the database, for the next verification
             print(f"anchor for the next run: --anchor {report.head_position}:{report.head_hash}")
     return ExitCode.OK if ok else ExitCode.FINDING
+
+
+def _print_notes(notes: tuple[str, ...]) -> None:
+    """Information beside the findings: what the relay set aside, and why."""
+    if notes:
+        print(f"{len(notes)} note(s), not findings:")
+    for note in notes[:LISTED]:
+        print(f"  {note}")
+    if len(notes) > LISTED:
+        print(f"  ... and {len(notes) - LISTED} more (--json lists every one)")
 
 
 async def _verify(

@@ -69,11 +69,13 @@ Outbox
     re-derives results from; ``verify(outbox_rule=...)`` reports every outbox row that is
     not exactly what its event calls for, every called-for message that is missing, and
     (with a public key) every mark and marker the key did not sign.
-    A message the broker refuses for good is *set aside* (``set_aside``, with the
-    reason, recorded): this process no longer lists it, so it never blocks the messages
-    after it, and ``set_aside_messages`` lists it until it is published after all
-    (``croupier redrive --results``). A set-aside row carries no signature: another
-    process tries the message once more before setting it aside again.
+    A message the broker (or the relay's rule) refuses for good is *set aside*
+    (``set_aside``, with the reason, recorded and, with a key, signed over the message id
+    and reason): this process no longer lists it, so it never blocks the messages after it,
+    and ``set_aside_messages`` lists it, if this key signed the row, until it is published
+    after all (``croupier redrive --results``). A set-aside row never suppresses a message
+    for another process (it tries the message once more); ``verify(public_key=...)``
+    reports every set-aside row the key did not sign and lists the others as notes.
 
 Relay lease
     ``hold_lease(name, holder, seconds)`` takes or renews a named lease that expires
@@ -100,7 +102,7 @@ from croupier.ledger.chain import (
     canonical_json,
 )
 from croupier.ledger.migrate import Dialect, migrations
-from croupier.ledger.outbox import OutboxRow, PublishedFloor
+from croupier.ledger.outbox import OutboxRow, PublishedFloor, SetAsideRow
 from croupier.ledger.signing import LedgerKey, LedgerPublicKey
 from croupier.ledger.trust import HEADS_SCANNED, HeadRow, MarkRow, Trust, vouch
 
@@ -347,9 +349,7 @@ class Ledger(ABC):
             rows = await self._outbox_after(after, limit)
             if not rows:
                 break
-            unknown = self.trust.unknown_marks(m for row in rows for m in row.marks)
-            if unknown and self.trust.public is not None:
-                self.trust.check_marks(await self._marks(unknown))
+            await self._check_marks(rows)
             for row in rows:
                 done = (
                     row.message_id in floor.aside
@@ -360,21 +360,18 @@ class Ledger(ABC):
                     floor.seq = row.seq
                 elif not done:
                     contiguous = False
-                    body = json.loads(row.body)
-                    message = PendingMessage(
-                        row.message_id,
-                        row.exchange,
-                        row.routing_key,
-                        body,
-                        row.position,
-                        row.event_hash,
-                    )
-                    pending.append((message, row.seq))
+                    pending.append((_pending(row), row.seq))
                     if len(pending) == limit:
                         break
             after = rows[-1].seq
         floor.listed([(m.message_id, seq) for m, seq in pending])
         return [m for m, _ in pending]
+
+    async def _check_marks(self, rows: Sequence[OutboxRow]) -> None:
+        """Check the marks of these rows' markers not checked yet (with a key)."""
+        unknown = self.trust.unknown_marks(m for row in rows for m in row.marks)
+        if unknown and self.trust.public is not None:
+            self.trust.check_marks(await self._marks(unknown))
 
     @abstractmethod
     async def mark_published(self, message_ids: Iterable[str]) -> None:
@@ -420,19 +417,45 @@ class Ledger(ABC):
         """
 
     async def set_aside(self, reasons: Mapping[str, str]) -> None:
-        """Set messages aside (message_id -> why): recorded with the reason, and no longer
-        pending for this process (idempotent)."""
+        """Set messages aside (message_id -> why): recorded with the reason (signed, with a
+        key), and no longer pending for this process (idempotent)."""
         if reasons:
-            await self._record_set_aside(reasons)
+            sign = self.trust.sign_aside
+            await self._record_set_aside([(i, why, *sign(i, why)) for i, why in reasons.items()])
             self._floor.set_aside(reasons)
 
     @abstractmethod
-    async def _record_set_aside(self, reasons: Mapping[str, str]) -> None:
-        """Insert the set-aside rows (unknown message ids are ignored)."""
+    async def _record_set_aside(
+        self, rows: Sequence[tuple[str, str, str | None, str | None]]
+    ) -> None:
+        """Insert set-aside rows (message_id, reason, key_id, signature); unknown message ids
+        and rows already recorded with the same signature are left out."""
 
-    @abstractmethod
+    async def set_aside_rows(self, limit: int = 100) -> list[tuple[PendingMessage, SetAsideRow]]:
+        """Up to ``limit`` set-aside rows whose message is not published since, oldest
+        first, whoever wrote them (``trust.trusts_aside`` tells the service's own)."""
+        found: list[tuple[PendingMessage, SetAsideRow]] = []
+        after = 0
+        while len(found) < limit and (page := await self._set_aside_page(after, limit)):
+            await self._check_marks([row for _, row in page])
+            for aside, row in page:
+                if not self.trust.published(row.message_id, row.marks):
+                    found.append((_pending(row), aside))
+            after = page[-1][0].id
+        return found[:limit]
+
     async def set_aside_messages(self, limit: int = 100) -> list[tuple[PendingMessage, str]]:
-        """Up to ``limit`` set-aside messages not published since, oldest first, with why."""
+        """Up to ``limit`` messages this key set aside (without a key: anyone) that are not
+        published since, oldest first, with why."""
+        found: dict[str, tuple[PendingMessage, str]] = {}
+        for message, aside in await self.set_aside_rows(limit):
+            if self.trust.trusts_aside(aside):
+                found.setdefault(message.message_id, (message, aside.reason))
+        return list(found.values())
+
+    async def signed(self) -> bool:
+        """Whether any head row is recorded: this ledger is kept with a signing key."""
+        return bool(await self._head_page(0, 1))
 
     @abstractmethod
     async def hold_lease(self, name: str, holder: str, seconds: float) -> bool:
@@ -457,6 +480,12 @@ class Ledger(ABC):
     @abstractmethod
     async def _outbox_between(self, low: int, high: int) -> list[OutboxRow]:
         """Outbox rows with ``low < position <= high``, by position then seq."""
+
+    @abstractmethod
+    async def _set_aside_page(
+        self, after_id: int, limit: int
+    ) -> list[tuple[SetAsideRow, OutboxRow]]:
+        """Set-aside rows with ``id > after_id`` in id order, each with its outbox row."""
 
     @abstractmethod
     async def _marks(self, marks: Sequence[int]) -> list[MarkRow]:
@@ -520,7 +549,8 @@ class Ledger(ABC):
         audit.outbox([], await self._outbox_between(after, 2**63 - 1))
         if public_key is not None:
             await audit.marks(self._mark_page, self._marker_page, page_size)
-        return verifier.finish(audit.problems)
+        await audit.set_aside(self._set_aside_page, page_size)
+        return verifier.finish(audit.problems, audit.notes)
 
     async def __aenter__(self) -> Ledger:
         return self
@@ -532,6 +562,13 @@ class Ledger(ABC):
         tb: TracebackType | None,
     ) -> None:
         await self.close()
+
+
+def _pending(row: OutboxRow) -> PendingMessage:
+    body = json.loads(row.body)
+    return PendingMessage(
+        row.message_id, row.exchange, row.routing_key, body, row.position, row.event_hash
+    )
 
 
 def open_ledger(url: str, key: LedgerKey | None = None) -> Ledger:

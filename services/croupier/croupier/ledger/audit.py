@@ -8,6 +8,8 @@
   on an ``unruled`` exchange (dead letters) are checked for their event only.
 * Publish marks and markers: each mark must carry this key's signature over its message
   ids, and each marker must belong to such a mark that lists its message.
+* Set-aside rows: each must carry this key's signature over its message id and reason;
+  the valid ones are listed as notes (what the relay could not publish, and why).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import NamedTuple
 
 from croupier.ledger.chain import ChainRow, Problem
-from croupier.ledger.outbox import OutboxRow
+from croupier.ledger.outbox import OutboxRow, SetAsideRow
 from croupier.ledger.signing import LedgerPublicKey
 from croupier.ledger.trust import HeadRow, MarkRow
 
@@ -36,6 +38,7 @@ OutboxRule = Callable[[str, str], list[Expected]]
 HeadPage = Callable[[int, int], Awaitable[list[HeadRow]]]
 MarkPage = Callable[[int, int], Awaitable[list[MarkRow]]]
 MarkerPage = Callable[[tuple[int, str], int], Awaitable[list[tuple[int, str]]]]
+AsidePage = Callable[[int, int], Awaitable[list[tuple[SetAsideRow, OutboxRow]]]]
 
 
 class Audit:
@@ -51,6 +54,7 @@ class Audit:
         self.rule = rule
         self.unruled = unruled
         self.problems: list[Problem] = []
+        self.notes: list[str] = []
 
     def _flag(self, table: str, kind: str, position: int, row: str, detail: str) -> None:
         self.problems.append(Problem(kind, position, detail, table, row))  # type: ignore[arg-type]
@@ -134,6 +138,27 @@ class Audit:
                     name = f"message_id {message_id} mark {mark if mark >= 0 else 'none'}"
                     self._flag("outbox_published", "forged", 0, name, why)
             cursor = page[-1]
+
+    async def set_aside(self, page: AsidePage, size: int) -> None:
+        """Flag set-aside rows this key did not sign; note the others."""
+        after = 0
+        while rows := await page(after, size):
+            for aside, row in rows:
+                name = f"id {aside.id} message_id {aside.message_id}"
+                key = self.public_key
+                if key is None or key.verify_aside(aside.message_id, aside.reason, aside.signature):
+                    since = "published since" if row.marks else "not published"
+                    self.notes.append(f"outbox_set_aside: {name}: {aside.reason} ({since})")
+                    continue
+                why = (
+                    "unsigned"
+                    if not aside.signature
+                    else "signed with another key"
+                    if aside.key_id != key.key_id
+                    else "signature does not match (changed?)"
+                )
+                self._flag("outbox_set_aside", "forged", row.position, name, why)
+            after = rows[-1][0].id
 
 
 async def _ids(marks: MarkPage, mark: int) -> frozenset[str]:

@@ -129,6 +129,7 @@ class VerifyReport:
     head_position: int
     head_hash: str
     problems: tuple[Problem, ...] = ()
+    notes: tuple[str, ...] = ()  # information, not findings (e.g. messages set aside)
 
     @property
     def ok(self) -> bool:
@@ -178,6 +179,7 @@ class VerifyReport:
             "removed": self.removed,
             "inserted": self.inserted,
             "unsigned": self.unsigned,
+            "notes": list(self.notes),
             "problems": [
                 {
                     "table": p.table,
@@ -233,8 +235,9 @@ class ChainVerifier:
             self._judge(self._pending, row)
         self._pending = row
 
-    def finish(self, more: Sequence[Problem] = ()) -> VerifyReport:
-        """The report; ``more`` are findings of the same walk in other tables."""
+    def finish(self, more: Sequence[Problem] = (), notes: Sequence[str] = ()) -> VerifyReport:
+        """The report; ``more`` are findings of the same walk in other tables, ``notes``
+        information."""
         if self._pending is not None:
             self._judge(self._pending, None)
             self._pending = None
@@ -252,6 +255,7 @@ class ChainVerifier:
             head_position=head.position if head else 0,
             head_hash=head.hash if head else GENESIS_HASH,
             problems=(*self._problems, *more),
+            notes=tuple(notes),
         )
 
     def _run(self, kind: ProblemKind, first: int, last: int, detail: str) -> None:

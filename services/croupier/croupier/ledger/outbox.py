@@ -1,4 +1,5 @@
-"""The outbox as the adapters read it back: rows with their markers, and the published floor."""
+"""The outbox as the adapters read it back: rows with their markers, set-aside rows, and the
+published floor."""
 
 from __future__ import annotations
 
@@ -24,6 +25,18 @@ class OutboxRow:
     event_hash: str
     marks: tuple[int | None, ...] = ()
     aside: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SetAsideRow:
+    """An ``outbox_set_aside`` row: a message the relay did not publish, why, and the
+    signature (None: unsigned) of the key that says so."""
+
+    id: int
+    message_id: str
+    reason: str
+    key_id: str | None
+    signature: str | None
 
 
 class PublishedFloor:

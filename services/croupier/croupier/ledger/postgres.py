@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 from urllib.parse import parse_qs, urlsplit, urlunsplit
@@ -41,7 +41,6 @@ from croupier.ledger import (
     HeadNotSigned,
     Ledger,
     OutboxMessage,
-    PendingMessage,
     RecordedEvent,
     StreamAppend,
 )
@@ -55,7 +54,7 @@ from croupier.ledger.batch import (
 )
 from croupier.ledger.chain import GENESIS_HASH, ChainRow, canonical_json, format_timestamp
 from croupier.ledger.migrate import migrations
-from croupier.ledger.outbox import OutboxRow, PublishedFloor
+from croupier.ledger.outbox import OutboxRow, PublishedFloor, SetAsideRow
 from croupier.ledger.signing import LedgerKey
 from croupier.ledger.trust import HEADS_SCANNED, HeadRow, MarkRow, Trust
 
@@ -303,28 +302,31 @@ class PostgresLedger(Ledger):
         )
         return [r[0] for r in rows]
 
-    async def _record_set_aside(self, reasons: Mapping[str, str]) -> None:
+    async def _record_set_aside(
+        self, rows: Sequence[tuple[str, str, str | None, str | None]]
+    ) -> None:
         await (await self.pool()).execute(
-            "INSERT INTO outbox_set_aside (message_id, reason) "
-            "SELECT o.message_id, r.reason FROM unnest($1::text[], $2::text[]) "
-            "AS r(message_id, reason) JOIN outbox o ON o.message_id = r.message_id "
-            "ON CONFLICT DO NOTHING",
-            list(reasons),
-            list(reasons.values()),
+            "INSERT INTO outbox_set_aside (message_id, reason, key_id, signature) "
+            "SELECT o.message_id, r.reason, r.key_id, r.signature "
+            "FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) "
+            "AS r(message_id, reason, key_id, signature) "
+            "JOIN outbox o ON o.message_id = r.message_id WHERE NOT EXISTS (SELECT FROM "
+            "outbox_set_aside s WHERE s.message_id = r.message_id "
+            "AND s.signature IS NOT DISTINCT FROM r.signature)",
+            *zip(*rows, strict=True),
         )
 
-    async def set_aside_messages(self, limit: int = 100) -> list[tuple[PendingMessage, str]]:
+    async def _set_aside_page(
+        self, after_id: int, limit: int
+    ) -> list[tuple[SetAsideRow, OutboxRow]]:
         rows = await (await self.pool()).fetch(
-            "SELECT o.message_id, o.exchange, o.routing_key, o.body, o.position, s.reason, "
-            "o.event_hash FROM outbox_set_aside s JOIN outbox o ON o.message_id = s.message_id "
-            "WHERE NOT EXISTS "
-            "(SELECT 1 FROM outbox_published p WHERE p.message_id = s.message_id) "
-            "ORDER BY o.seq LIMIT $1",
+            f"SELECT s.id, s.message_id, s.reason, s.key_id, s.signature, {_OUTBOX_COLUMNS} "
+            "FROM outbox_set_aside s JOIN outbox o ON o.message_id = s.message_id "
+            "WHERE s.id > $1 ORDER BY s.id LIMIT $2",
+            after_id,
             limit,
         )
-        return [
-            (PendingMessage(r[0], r[1], r[2], json.loads(r[3]), r[4], r[6]), r[5]) for r in rows
-        ]
+        return [(SetAsideRow(*row[:5]), _outbox_row(row[5:])) for row in rows]
 
     async def hold_lease(self, name: str, holder: str, seconds: float) -> bool:
         # The database's clock decides, so instances need not agree on the time.
@@ -435,7 +437,7 @@ _OUTBOX_BY_ID = """
 """
 
 
-def _outbox_row(row: asyncpg.Record) -> OutboxRow:
+def _outbox_row(row: asyncpg.Record | Sequence[Any]) -> OutboxRow:
     seq, message_id, exchange, routing_key, body, position, event_hash = row[:7]
     return OutboxRow(
         seq, message_id, exchange, routing_key, body, position, event_hash, tuple(row[7]), row[8]

@@ -5,7 +5,8 @@ auditors hold only the public key. Every signed text starts with its own label, 
 signature over a head can never pass for one over a publish mark, and the reverse:
 
 * a head:  ``croupier.ledger.head\\0<position>\\0<hash>``;
-* a mark:  ``croupier.outbox.published\\0<canonical JSON array of message ids>``.
+* a mark:  ``croupier.outbox.published\\0<canonical JSON array of message ids>``;
+* a set-aside row: ``croupier.outbox.set_aside\\0<canonical JSON [message id, reason]>``.
 
 Signatures and key ids are lowercase hex. A key id is the first 16 hex digits of the
 SHA-256 of the raw public key: rows name the key that signed them, so a row signed with
@@ -32,6 +33,7 @@ PUBLIC_KEY_FILE: Final = "ledger-signing.pub"
 
 _HEAD: Final = b"croupier.ledger.head\0"
 _MARK: Final = b"croupier.outbox.published\0"
+_ASIDE: Final = b"croupier.outbox.set_aside\0"
 
 
 class SigningKeyError(ValueError):
@@ -46,6 +48,11 @@ def head_text(position: int, digest: str) -> bytes:
 def mark_text(message_ids: Sequence[str]) -> bytes:
     """The bytes a publish mark's signature covers."""
     return _MARK + canonical_json(list(message_ids)).encode()
+
+
+def aside_text(message_id: str, reason: str) -> bytes:
+    """The bytes a set-aside row's signature covers."""
+    return _ASIDE + canonical_json([message_id, reason]).encode()
 
 
 @dataclass(frozen=True)
@@ -74,6 +81,9 @@ class LedgerPublicKey:
 
     def verify_mark(self, message_ids: Sequence[str], signature: str | None) -> bool:
         return self.verify(mark_text(message_ids), signature)
+
+    def verify_aside(self, message_id: str, reason: str, signature: str | None) -> bool:
+        return self.verify(aside_text(message_id, reason), signature)
 
     def pem(self) -> bytes:
         return self.key.public_bytes(
@@ -110,6 +120,9 @@ class LedgerKey:
 
     def sign_mark(self, message_ids: Sequence[str]) -> str:
         return self.sign(mark_text(message_ids))
+
+    def sign_aside(self, message_id: str, reason: str) -> str:
+        return self.sign(aside_text(message_id, reason))
 
     @classmethod
     def generate(cls) -> LedgerKey:

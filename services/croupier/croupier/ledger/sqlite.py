@@ -20,7 +20,7 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -28,7 +28,6 @@ from croupier.ledger import (
     HeadNotSigned,
     Ledger,
     OutboxMessage,
-    PendingMessage,
     RecordedEvent,
     StreamAppend,
 )
@@ -42,7 +41,7 @@ from croupier.ledger.batch import (
 )
 from croupier.ledger.chain import GENESIS_HASH, ChainRow, canonical_json
 from croupier.ledger.migrate import migrations, split_sqlite_script
-from croupier.ledger.outbox import OutboxRow, PublishedFloor
+from croupier.ledger.outbox import OutboxRow, PublishedFloor, SetAsideRow
 from croupier.ledger.signing import LedgerKey
 from croupier.ledger.trust import HEADS_SCANNED, HeadRow, MarkRow, Trust
 
@@ -182,22 +181,21 @@ class SqliteLedger(Ledger):
         rows = await self._read(sql, (len(prefix), prefix, *closing, limit))
         return [r[0] for r in rows]
 
-    async def _record_set_aside(self, reasons: Mapping[str, str]) -> None:
-        rows = [(reason, message_id) for message_id, reason in reasons.items()]
-        await self._writer.run(lambda conn: _write(conn, _SET_ASIDE, rows))
+    async def _record_set_aside(
+        self, rows: Sequence[tuple[str, str, str | None, str | None]]
+    ) -> None:
+        await self._writer.run(lambda conn: _write(conn, _SET_ASIDE, list(rows)))
 
-    async def set_aside_messages(self, limit: int = 100) -> list[tuple[PendingMessage, str]]:
+    async def _set_aside_page(
+        self, after_id: int, limit: int
+    ) -> list[tuple[SetAsideRow, OutboxRow]]:
         sql = (
-            "SELECT o.message_id, o.exchange, o.routing_key, o.body, o.position, s.reason, "
-            "o.event_hash FROM outbox_set_aside s JOIN outbox o ON o.message_id = s.message_id "
-            "WHERE NOT EXISTS "
-            "(SELECT 1 FROM outbox_published p WHERE p.message_id = s.message_id) "
-            "ORDER BY o.seq LIMIT ?"
+            f"SELECT s.id, s.message_id, s.reason, s.key_id, s.signature, {_OUTBOX_COLUMNS} "
+            "FROM outbox_set_aside s JOIN outbox o ON o.message_id = s.message_id "
+            "WHERE s.id > ? ORDER BY s.id LIMIT ?"
         )
-        rows = await self._read(sql, (limit,))
-        return [
-            (PendingMessage(r[0], r[1], r[2], json.loads(r[3]), r[4], r[6]), r[5]) for r in rows
-        ]
+        rows = await self._read(sql, (after_id, limit))
+        return [(SetAsideRow(*row[:5]), _outbox_row(row[5:])) for row in rows]
 
     async def hold_lease(self, name: str, holder: str, seconds: float) -> bool:
         now = time.time()
@@ -386,8 +384,9 @@ def _outbox_by_id(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, tup
 
 
 _SET_ASIDE = (
-    "INSERT OR IGNORE INTO outbox_set_aside (message_id, reason) "
-    "SELECT message_id, ? FROM outbox WHERE message_id = ?"
+    "INSERT INTO outbox_set_aside (message_id, reason, key_id, signature) "
+    "SELECT message_id, ?2, ?3, ?4 FROM outbox WHERE message_id = ?1 AND NOT EXISTS "
+    "(SELECT 1 FROM outbox_set_aside s WHERE s.message_id = ?1 AND s.signature IS ?4)"
 )
 _HOLD_LEASE = (
     "INSERT INTO relay_lease (name, holder, expires_at) VALUES (?1, ?2, ?3) "

@@ -15,6 +15,7 @@ from typing import Final
 import structlog
 
 from croupier.ledger.chain import GENESIS_HASH, ChainRow
+from croupier.ledger.outbox import SetAsideRow
 from croupier.ledger.signing import LedgerKey, LedgerPublicKey
 
 log = structlog.get_logger("croupier.ledger")
@@ -114,6 +115,18 @@ class Trust:
         """(key_id, signature) for a new mark over ``message_ids``."""
         assert self.key is not None, "signing needs a key"
         return self.key_id, self.key.sign_mark(message_ids)
+
+    def sign_aside(self, message_id: str, reason: str) -> tuple[str | None, str | None]:
+        """(key_id, signature) of a new set-aside row; (None, None) without a key."""
+        if self.key is None:
+            return None, None
+        return self.key_id, self.key.sign_aside(message_id, reason)
+
+    def trusts_aside(self, row: SetAsideRow) -> bool:
+        """Whether this key signed the set-aside row (without a key: every row counts)."""
+        if self.public is None:
+            return True
+        return self.public.verify_aside(row.message_id, row.reason, row.signature)
 
     def remember_mark(self, mark: int, message_ids: Iterable[str]) -> None:
         self._marks.remember(mark, frozenset(message_ids))
