@@ -1,8 +1,9 @@
 """The one test suite every ledger adapter must pass.
 
-A subclass provides the ``ledger_url`` fixture (a fresh, empty ledger per test) and two
+A subclass provides the ``ledger_url`` fixture (a fresh, empty ledger per test), two
 ways of reaching the database behind the adapter's back: ``raw`` runs a statement as the
-table owner with the triggers in force, ``tamper`` runs statements with them disabled.
+table owner with the triggers in force, ``tamper`` runs statements with them disabled, and
+``out_of_reach``, a URL of the same kind whose database cannot be reached.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from croupier.ledger import (
     IdempotencyConflict,
     Ledger,
     LedgerTampered,
+    LedgerUnavailable,
     NewEvent,
     OutboxMessage,
     RecordedEvent,
@@ -63,6 +65,10 @@ class LedgerSuite:
 
     async def tamper(self, url: str, *statements: str) -> None:
         """Run ``statements`` with the append-only triggers out of the way."""
+        raise NotImplementedError
+
+    def out_of_reach(self, url: str) -> str:
+        """A URL like ``url`` whose database cannot be reached."""
         raise NotImplementedError
 
     @pytest.fixture
@@ -501,6 +507,22 @@ class LedgerSuite:
         assert not await ledger.hold_lease("relay", "a", 30)
 
     # -- schema ---------------------------------------------------------------------
+
+    # -- faults -----------------------------------------------------------------------
+
+    async def test_a_database_out_of_reach_is_a_transient_fault_of_the_port(
+        self, ledger_url: str
+    ) -> None:
+        ledger = open_ledger(self.out_of_reach(ledger_url))
+        try:
+            with pytest.raises(LedgerUnavailable, match="unavailable") as raised:
+                await ledger.append([append("round:T1:R1", 0)])
+            assert raised.value.__cause__ is not None  # the driver's own error, kept
+            assert not isinstance(raised.value.__cause__, LedgerUnavailable)
+            with pytest.raises(LedgerUnavailable):
+                await ledger.pending_outbox()
+        finally:
+            await ledger.close()
 
     async def test_migrate_is_idempotent(self, ledger: Ledger) -> None:
         assert await ledger.migrate() == []

@@ -21,19 +21,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sqlite3
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Final
 
-import asyncpg
 import structlog
 
 from contract.codes import RejectionCode
 from croupier.bus import BusError, Delivery, FeedSource
-from croupier.ledger import VersionConflict
+from croupier.ledger import LedgerUnavailable, VersionConflict
 from croupier.logs import context_ids
 from croupier.metrics import Metrics
 from croupier.round import SETTLED, Status
@@ -46,24 +44,7 @@ DEFAULT_HELD_TIMEOUT: Final = 300.0
 #: Seconds a round may stay open before Croupier voids it (``round_timeout``).
 DEFAULT_ROUND_TIMEOUT: Final = 3600.0
 
-_TRANSIENT: Final = (
-    OSError,
-    TimeoutError,
-    BusError,
-    VersionConflict,
-    sqlite3.OperationalError,
-    asyncpg.PostgresConnectionError,
-    asyncpg.InterfaceError,
-    asyncpg.CannotConnectNowError,
-    asyncpg.TooManyConnectionsError,
-    # Administrator shutdown or restart, a terminated backend, a dropped database (57xxx).
-    asyncpg.OperatorInterventionError,
-    # What connecting raises while the database refuses connections (ALLOW_CONNECTIONS);
-    # also the append lock not granted within lock_timeout (55P03).
-    asyncpg.ObjectNotInPrerequisiteStateError,
-    # This instance hung inside a transaction and the server ended it (25P03).
-    asyncpg.IdleInTransactionSessionTimeoutError,
-)
+_TRANSIENT: Final = (OSError, TimeoutError, BusError, VersionConflict, LedgerUnavailable)
 
 
 def event_age(body: bytes, now: float | None = None) -> float:

@@ -30,6 +30,7 @@ import aiormq.exceptions
 import asyncpg
 
 from croupier.bus import BusError
+from croupier.ledger import LedgerUnavailable
 from croupier.urls import host_port, mask_secrets
 
 
@@ -79,6 +80,8 @@ def explain(error: BaseException, *, ledger: str = "", broker: str = "") -> Comm
     None. ``ledger`` and ``broker`` are the URLs in use, to name the server."""
     if isinstance(error, CommandError):
         return error
+    if isinstance(error, LedgerUnavailable) and error.__cause__ is not None:
+        error = error.__cause__  # explained as the driver's fault it translates
     if broker and isinstance(error, BusError | aiormq.exceptions.AMQPError):
         return _broker_error(error.__cause__ or error, broker)
     if ledger and isinstance(error, asyncpg.PostgresError | sqlite3.Error):

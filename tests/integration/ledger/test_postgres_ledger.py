@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import pytest
@@ -34,6 +35,10 @@ class TestPostgresLedger(LedgerSuite):
             await conn.execute(statement)
         finally:
             await conn.close()
+
+    def out_of_reach(self, url: str) -> str:
+        parts = urlsplit(url)
+        return urlunsplit(parts._replace(netloc=f"{parts.username}@127.0.0.1:1"))
 
     async def tamper(self, url: str, *statements: str) -> None:
         conn = await asyncpg.connect(url)

@@ -34,7 +34,7 @@ from service_harness import (
     wallet_paid,
 )
 
-from croupier.ledger import NewEvent, RecordedEvent, StreamAppend
+from croupier.ledger import LedgerUnavailable, NewEvent, RecordedEvent, StreamAppend
 from croupier.ledger.postgres import APPEND_LOCK, PostgresLedger
 from studio.publisher import publish
 
@@ -81,8 +81,9 @@ async def test_a_wait_for_the_append_lock_gives_up_for_a_retry(postgres_database
         async with (await holder.pool()).acquire() as connection, connection.transaction():
             await connection.execute("SELECT pg_advisory_xact_lock($1)", APPEND_LOCK)
             started = time.monotonic()
-            with pytest.raises(asyncpg.LockNotAvailableError):
+            with pytest.raises(LedgerUnavailable) as raised:
                 await waiter.append(_one_event("waiting"))
+            assert isinstance(raised.value.__cause__, asyncpg.LockNotAvailableError)
             assert time.monotonic() - started < TAKEOVER_SECONDS
     finally:
         await holder.close()
@@ -106,7 +107,8 @@ async def _append_retrying(
     while True:
         try:
             return await ledger.append(appends)
-        except asyncpg.LockNotAvailableError:
+        except LedgerUnavailable as unavailable:
+            assert isinstance(unavailable.__cause__, asyncpg.LockNotAvailableError)
             assert time.monotonic() < deadline
             await asyncio.sleep(0.1)
 

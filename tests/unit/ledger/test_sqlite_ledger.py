@@ -25,6 +25,9 @@ class TestSqliteLedger(LedgerSuite):
         with sqlite3.connect(_path(url)) as conn:
             conn.execute(statement)
 
+    def out_of_reach(self, url: str) -> str:
+        return f"sqlite:///{Path(_path(url)).parent / 'no such directory' / 'ledger.db'}"
+
     async def tamper(self, url: str, *statements: str) -> None:
         conn = sqlite3.connect(_path(url))
         try:

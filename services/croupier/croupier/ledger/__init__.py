@@ -81,17 +81,26 @@ Relay lease
     ``hold_lease(name, holder, seconds)`` takes or renews a named lease that expires
     ``seconds`` after its last renewal, so one of many instances relays the outbox and
     another takes over within ``seconds`` of the holder's last sign of life.
+
+Faults
+    Every error the port raises is a ``LedgerError``, except what an adapter's driver
+    raises for a permanent fault (a refused privilege, a broken file), which passes through
+    as it is. A transient fault (the database down, restarting, refusing connections, a
+    lock or a connection not granted in time) is ``LedgerUnavailable``, its ``__cause__``
+    the driver's error: nothing was written and the same call may be retried as it is.
+    Callers tell transient from permanent by these types alone, never by a driver's.
 """
 
 from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import wraps
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, ParamSpec, TypeVar
 
 from croupier.ledger.audit import Audit, OutboxRule
 from croupier.ledger.chain import (
@@ -120,6 +129,7 @@ __all__ = [
     "Ledger",
     "LedgerError",
     "LedgerTampered",
+    "LedgerUnavailable",
     "NewEvent",
     "OutboxMessage",
     "PendingMessage",
@@ -248,6 +258,39 @@ class HeadNotSigned(LedgerError):
         )
         self.position = position
         self.signed = signed
+
+
+class LedgerUnavailable(LedgerError):
+    """A transient fault: the database is out of reach or gave up for now; nothing was
+    written and the same call may be retried as it is. ``__cause__`` is the driver's error."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(f"the ledger is unavailable: {type(cause).__name__}: {cause}")
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def unavailable_on(
+    *faults: type[BaseException],
+) -> Callable[[Callable[P, Coroutine[Any, Any, R]]], Callable[P, Coroutine[Any, Any, R]]]:
+    """Decorate an adapter's method: its driver's transient ``faults`` reach the caller as
+    :class:`LedgerUnavailable` (the driver's error as its cause)."""
+
+    def decorate(
+        method: Callable[P, Coroutine[Any, Any, R]],
+    ) -> Callable[P, Coroutine[Any, Any, R]]:
+        @wraps(method)
+        async def translated(*args: P.args, **kwargs: P.kwargs) -> R:
+            try:
+                return await method(*args, **kwargs)
+            except faults as error:
+                raise LedgerUnavailable(error) from error
+
+        return translated
+
+    return decorate
 
 
 class LedgerTampered(LedgerError):

@@ -43,6 +43,7 @@ from croupier.ledger import (
     OutboxMessage,
     RecordedEvent,
     StreamAppend,
+    unavailable_on,
 )
 from croupier.ledger.batch import (
     Plan,
@@ -109,6 +110,25 @@ SESSION_LIMITS: Final = {
 #: The client gives up on a server that answers nothing (paused, partitioned) after this.
 COMMAND_TIMEOUT: Final = 20.0
 
+#: What asyncpg raises for a fault that passes; callers see :class:`LedgerUnavailable`.
+TRANSIENT: Final = (
+    OSError,
+    TimeoutError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.InterfaceError,
+    asyncpg.CannotConnectNowError,
+    asyncpg.TooManyConnectionsError,
+    # Administrator shutdown or restart, a terminated backend, a dropped database, a
+    # statement over statement_timeout (57xxx).
+    asyncpg.OperatorInterventionError,
+    # What connecting raises while the database refuses connections (ALLOW_CONNECTIONS);
+    # also the append lock not granted within lock_timeout (55P03).
+    asyncpg.ObjectNotInPrerequisiteStateError,
+    # This instance hung inside a transaction and the server ended it (25P03).
+    asyncpg.IdleInTransactionSessionTimeoutError,
+)
+_reaching = unavailable_on(*TRANSIENT)
+
 
 # A migration may rewrite a large table, or wait for another instance's migration.
 _UNLIMITED: Final = "SET LOCAL lock_timeout = 0; SET LOCAL statement_timeout = 0"
@@ -149,6 +169,7 @@ class PostgresLedger(Ledger):
                 )
         return self._pool
 
+    @_reaching
     async def migrate(self) -> list[str]:
         applied: list[str] = []
         async with (await self.pool()).acquire() as conn, conn.transaction():
@@ -170,12 +191,14 @@ class PostgresLedger(Ledger):
                     applied.append(migration.name)
         return applied
 
+    @_reaching
     async def schema_version(self) -> int:
         pool = await self.pool()
         if await pool.fetchval("SELECT to_regclass('schema_migrations')") is None:
             return 0
         return int(await pool.fetchval("SELECT coalesce(max(version), 0) FROM schema_migrations"))
 
+    @_reaching
     async def _append(
         self, appends: Sequence[StreamAppend], outbox: Sequence[OutboxMessage]
     ) -> Plan:
@@ -237,6 +260,7 @@ class PostgresLedger(Ledger):
         if plan.outbox:
             await conn.execute(_INSERT_OUTBOX, *zip(*plan.outbox, strict=True))
 
+    @_reaching
     async def read_streams(self, streams: Sequence[str]) -> dict[str, list[RecordedEvent]]:
         wanted = list(dict.fromkeys(streams))
         rows = await (await self.pool()).fetch(
@@ -250,16 +274,19 @@ class PostgresLedger(Ledger):
     async def read_all(self, after_position: int = 0, limit: int = 1000) -> list[RecordedEvent]:
         return [recorded(row) for row in await self._chain_page(after_position, limit)]
 
+    @_reaching
     async def stream_version(self, stream: str) -> int:
         value = await (await self.pool()).fetchval(
             "SELECT max(version) FROM events WHERE stream = $1", stream
         )
         return int(value or 0)
 
+    @_reaching
     async def last_position(self) -> int:
         value = await (await self.pool()).fetchval("SELECT max(position) FROM events")
         return int(value or 0)
 
+    @_reaching
     async def mark_published(self, message_ids: Iterable[str]) -> None:
         ids = list(dict.fromkeys(message_ids))
         if not ids:
@@ -292,6 +319,7 @@ class PostgresLedger(Ledger):
             )
         self._floor.marked(ids)
 
+    @_reaching
     async def open_streams(self, prefix: str, closing: Sequence[str], limit: int) -> list[str]:
         rows = await (await self.pool()).fetch(
             "SELECT stream FROM events WHERE starts_with(stream, $1) GROUP BY stream "
@@ -302,6 +330,7 @@ class PostgresLedger(Ledger):
         )
         return [r[0] for r in rows]
 
+    @_reaching
     async def _record_set_aside(
         self, rows: Sequence[tuple[str, str, str | None, str | None]]
     ) -> None:
@@ -316,6 +345,7 @@ class PostgresLedger(Ledger):
             *zip(*rows, strict=True),
         )
 
+    @_reaching
     async def _set_aside_page(
         self, after_id: int, limit: int
     ) -> list[tuple[SetAsideRow, OutboxRow]]:
@@ -328,6 +358,7 @@ class PostgresLedger(Ledger):
         )
         return [(SetAsideRow(*row[:5]), _outbox_row(row[5:])) for row in rows]
 
+    @_reaching
     async def hold_lease(self, name: str, holder: str, seconds: float) -> bool:
         # The database's clock decides, so instances need not agree on the time.
         held = await (await self.pool()).fetchval(
@@ -349,12 +380,14 @@ class PostgresLedger(Ledger):
                 await self._pool.close()
                 self._pool = None
 
+    @_reaching
     async def _chain_page(self, after_position: int, limit: int) -> list[ChainRow]:
         rows = await (await self.pool()).fetch(
             f"{_SELECT} WHERE position > $1 ORDER BY position LIMIT $2", after_position, limit
         )
         return [_chain_row(row) for row in rows]
 
+    @_reaching
     async def _outbox_after(self, after_seq: int, limit: int) -> list[OutboxRow]:
         rows = await (await self.pool()).fetch(
             f"SELECT {_OUTBOX_COLUMNS} FROM outbox o WHERE o.seq > $1 ORDER BY o.seq LIMIT $2",
@@ -363,6 +396,7 @@ class PostgresLedger(Ledger):
         )
         return [_outbox_row(row) for row in rows]
 
+    @_reaching
     async def _outbox_between(self, low: int, high: int) -> list[OutboxRow]:
         rows = await (await self.pool()).fetch(
             f"SELECT {_OUTBOX_COLUMNS} FROM outbox o WHERE o.position > $1 AND o.position <= $2 "
@@ -372,6 +406,7 @@ class PostgresLedger(Ledger):
         )
         return [_outbox_row(row) for row in rows]
 
+    @_reaching
     async def _marks(self, marks: Sequence[int]) -> list[MarkRow]:
         rows = await (await self.pool()).fetch(
             "SELECT mark, message_ids::text, key_id, signature FROM outbox_marks "
@@ -380,6 +415,7 @@ class PostgresLedger(Ledger):
         )
         return [_mark_row(row) for row in rows]
 
+    @_reaching
     async def _mark_page(self, after_mark: int, limit: int) -> list[MarkRow]:
         rows = await (await self.pool()).fetch(
             "SELECT mark, message_ids::text, key_id, signature FROM outbox_marks "
@@ -389,6 +425,7 @@ class PostgresLedger(Ledger):
         )
         return [_mark_row(row) for row in rows]
 
+    @_reaching
     async def _marker_page(self, after: tuple[int, str], limit: int) -> list[tuple[int, str]]:
         rows = await (await self.pool()).fetch(
             "SELECT coalesce(mark, -1) AS m, message_id FROM outbox_published "
@@ -399,6 +436,7 @@ class PostgresLedger(Ledger):
         )
         return [(row[0], row[1]) for row in rows]
 
+    @_reaching
     async def _heads_from(self, position: int, limit: int = HEADS_SCANNED) -> list[HeadRow]:
         rows = await (await self.pool()).fetch(
             f"SELECT {_HEAD_COLUMNS} FROM ledger_heads WHERE position >= $1 "
@@ -408,6 +446,7 @@ class PostgresLedger(Ledger):
         )
         return [HeadRow(*row) for row in rows]
 
+    @_reaching
     async def _head_page(self, after_id: int, limit: int) -> list[HeadRow]:
         rows = await (await self.pool()).fetch(
             f"SELECT {_HEAD_COLUMNS} FROM ledger_heads WHERE id > $1 ORDER BY id LIMIT $2",

@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 from croupier.ledger import (
     HeadNotSigned,
@@ -30,6 +30,7 @@ from croupier.ledger import (
     OutboxMessage,
     RecordedEvent,
     StreamAppend,
+    unavailable_on,
 )
 from croupier.ledger.batch import (
     Plan,
@@ -46,6 +47,10 @@ from croupier.ledger.signing import LedgerKey
 from croupier.ledger.trust import HEADS_SCANNED, HeadRow, MarkRow, Trust
 
 T = TypeVar("T")
+
+#: What sqlite3 raises for a fault that passes (the file locked or busy past busy_timeout,
+#: a disk I/O error); callers see :class:`LedgerUnavailable`.
+TRANSIENT: Final = (sqlite3.OperationalError,)
 
 _COLUMNS = "position, stream, version, type, data, key, recorded_at, prev_hash, hash"
 _INSERT_EVENT = f"INSERT INTO events ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
@@ -92,6 +97,7 @@ class _Connection:
             self._conn = conn
         return self._conn
 
+    @unavailable_on(*TRANSIENT)
     async def run(self, work: Callable[[sqlite3.Connection], T]) -> T:
         async with self.lock:
             return await asyncio.to_thread(self._work, work)

@@ -1,0 +1,25 @@
+"""The consumer tells a transient fault from a bad message by the ledger port's own error
+types: a ledger out of reach is retried, never quarantined."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from croupier.consumer import is_transient
+from croupier.ledger import LedgerError, NewEvent, StreamAppend, open_ledger
+
+
+async def test_a_ledger_out_of_reach_is_a_fault_to_retry(tmp_path: Path) -> None:
+    ledger = open_ledger(f"sqlite:///{tmp_path / 'no such directory' / 'ledger.db'}")
+    try:
+        with pytest.raises(LedgerError) as raised:
+            await ledger.append([StreamAppend("s", 0, [NewEvent("t", {"n": 1}, "k1")])])
+        assert is_transient(raised.value)
+    finally:
+        await ledger.close()
+
+
+def test_a_permanent_fault_is_not_retried() -> None:
+    assert not is_transient(ValueError("a message settlement fails on"))
