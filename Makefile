@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test test-unit test-integration test-slow chaos soak soak-short bench bench-history lint typecheck contracts par services clean tools
+.PHONY: run test test-unit test-integration test-slow chaos soak soak-short bench bench-history lint typecheck contracts par integrity-tables services clean tools
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -78,6 +78,11 @@ contracts: $(STAMP)
 ## par: recompute the stored PAR sheets of every pay table
 par: $(STAMP)
 	$(BIN)/croupier par --all --write
+
+## integrity-tables: build the exact flop tables of every pay table once (minutes; kept in
+## $XDG_CACHE_HOME/croupier or ~/.cache/croupier; otherwise built on first use)
+integrity-tables: $(STAMP)
+	$(BIN)/croupier integrity --tables
 
 ## services: start local PostgreSQL and RabbitMQ if they are not running
 services:

@@ -84,8 +84,8 @@ def _arrays() -> _Arrays:
         if done % 200 == 0:
             print(f"   building the flop tables once: {done}/{total}", flush=True)
 
-    tables.preload_ch(multipliers, progress)
-    index, ev, second = tables._CH_EVERY[multipliers]
+    tables.prepare(ch=[multipliers], progress=progress)
+    index, ev, second = tables._CH_STORED[multipliers]
     code = np.full(52**3, -1, dtype=np.int16)
     perm = np.zeros(52**3, dtype=np.int8)
     renamings: dict[tuple[int, ...], int] = {}
@@ -488,9 +488,8 @@ def run_day(echo: Callable[[str], None] = print) -> None:
     """Time recomputing a day's integrity figures from its settled facts, on one core."""
     import json
 
-    from croupier.commands.integrity import _prefetch
+    from croupier.commands.integrity import prepare_tables
     from croupier.integrity import prepare_settled
-    from holdem.integrity.tables import forget_prefetched
     from holdem.integrity.terms import Terms
 
     made = time.perf_counter()
@@ -504,19 +503,28 @@ def run_day(echo: Callable[[str], None] = print) -> None:
     wall = time.perf_counter()
     rounds = [p for body in facts for p in prepare_settled(json.loads(body))]
     read = time.process_time()
-    _prefetch(rounds)
+    prepare_tables(prepared.table for prepared in rounds)
     tables_done = time.process_time()
     totals: dict[tuple[str, str, str], Terms] = {}
+    kinds: dict[str, list[float]] = {}
     for prepared in rounds:
+        before = time.process_time()
         totals[prepared.labels] = totals.get(prepared.labels, Terms()) + prepared.terms()
+        kind = f"{prepared.table.id} {'boxes' if len(prepared.round.boxes) > 1 else 'one box'}"
+        spent = kinds.setdefault(kind, [0, 0.0])
+        spent[0] += 1
+        spent[1] += time.process_time() - before
     done = time.process_time()
-    forget_prefetched()
     echo(
         f"day: recompute {done - started:.0f} s CPU ({time.perf_counter() - wall:.0f} s wall, "
-        f"load {load:.1f}) for {len(facts):,} rounds: decode and group {read - started:.0f} s, "
-        f"Texas Hold'em Plus flop tables {tables_done - read:.0f} s, "
+        f"load {load:.1f} -> {os.getloadavg()[0]:.1f}) for {len(facts):,} rounds "
+        f"({len(facts) / max(done - started, 1e-9):,.0f} rounds/s): decode and group "
+        f"{read - started:.0f} s, loading the stored tables {tables_done - read:.1f} s, "
         f"terms {done - tables_done:.0f} s; target 300 s"
     )
+    for kind, (count, spent) in sorted(kinds.items()):
+        each = spent / count * 1e3
+        echo(f"   terms of {kind}: {int(count):,} rounds, {spent:.0f} s, {each:.2f} ms each")
     for labels, t in sorted(totals.items()):
         echo(
             f"   {' '.join(labels)}: {t.rounds:,} rounds, "

@@ -2,10 +2,12 @@
 
 For every round settled in the period (by the time the ledger recorded it), the deal value
 and the play residual (:mod:`holdem.integrity.terms`), summed per game, pay table and
-currency, each with its z-score. The ledger is read once; Texas Hold'em Plus situations are
-then computed flop by flop, each flop's exact table once, so a busy day costs at most one
-table per distinct flop. Exit 1 when a z-score is beyond the alert threshold (|z| > 4 with
-at least 1,000 rounds), as the alerts have it.
+currency, each with its z-score. The ledger is read once; every exact value comes from the
+stored flop tables (:mod:`holdem.integrity.tables`), built on first use with a progress
+display (minutes, once per machine; a period of fewer than :data:`BUILD_FROM` rounds
+computes its flops on demand instead) or beforehand by ``croupier integrity --tables``
+(``make integrity-tables``). Exit 1 when a z-score is beyond the alert threshold (|z| > 4
+with at least 1,000 rounds), as the alerts have it.
 """
 
 from __future__ import annotations
@@ -28,13 +30,17 @@ from croupier.integrity import NoCards, PreparedRound, prepare_settled
 from croupier.ledger import Ledger
 from croupier.progress import Progress
 from croupier.round import SETTLED
-from holdem import Game
-from holdem.integrity.tables import forget_prefetched, prefetch_thp
-from holdem.integrity.terms import Terms, calculator, thp_keys
+from holdem import Game, PayTable, load_paytable, paytable_ids
+from holdem.integrity import tables
+from holdem.integrity.terms import Terms
+from holdem.odds.situation import ante_multipliers
 
 THRESHOLD: Final = 4.0
 MIN_ROUNDS: Final = 1_000
 PAGE: Final = 2_000
+#: From this many rounds, building the stored tables (every flop once, minutes) is quicker
+#: than computing each round's flop on demand (a fraction of a second each).
+BUILD_FROM: Final = 2_000
 
 
 def register(subparsers: Any) -> None:
@@ -65,6 +71,12 @@ def register(subparsers: Any) -> None:
         help="settlement time the period ends before, UTC (default: now)",
     )
     add_json_argument(parser)
+    parser.add_argument(
+        "--tables",
+        action="store_true",
+        help="build and store the exact tables of every pay table (minutes, once per machine; "
+        f"kept in {tables.cache_dir()}), then exit",
+    )
     parser.set_defaults(run=run)
 
 
@@ -80,6 +92,10 @@ def _moment(text: str) -> datetime:
 
 def run(args: argparse.Namespace) -> int:
     """Print the figures; 1 when a z-score is beyond the threshold."""
+    if args.tables:
+        prepare_tables([load_paytable(name) for name in paytable_ids()])
+        print(f"integrity tables stored in {tables.cache_dir()}")
+        return ExitCode.OK
     if args.start and args.end and args.start >= args.end:
         raise CommandError("--from must be before --to", "give a period that is not empty")
     report = asyncio.run(_integrity(ledger_of(args), args.start, args.end))
@@ -93,13 +109,12 @@ def run(args: argparse.Namespace) -> int:
 async def _integrity(url: str, start: datetime | None, end: datetime | None) -> dict[str, Any]:
     async with ledger_at(url) as ledger:
         rounds, no_cards = await _read(ledger, start, end)
-    _prefetch(rounds)
+    prepare_tables((prepared.table for prepared in rounds), build=len(rounds) >= BUILD_FROM)
     totals: dict[tuple[str, str, str], Terms] = {}
     with Progress("integrity: rounds", "rounds", len(rounds)) as progress:
         for prepared in progress.track(rounds):
             labels = prepared.labels
             totals[labels] = totals.get(labels, Terms()) + prepared.terms()
-    forget_prefetched()
     return _report(totals, no_cards, start, end)
 
 
@@ -129,17 +144,16 @@ async def _read(
     return rounds, no_cards
 
 
-def _prefetch(rounds: Iterable[PreparedRound]) -> None:
-    """Every Texas Hold'em Plus situation, flop by flop (each flop's table once)."""
-    wanted: dict[tuple[int, ...], list[Any]] = {}
-    for prepared in rounds:
-        if prepared.table.game is Game.TEXAS_HOLDEM_PLUS:
-            multipliers = calculator(prepared.table).multipliers
-            wanted.setdefault(multipliers, []).extend(thp_keys(prepared.round))
-    for multipliers, keys in wanted.items():
-        flops = len({flop for flop, _, _ in keys})
-        with Progress("integrity: Texas Hold'em Plus flops", "flops", flops) as progress:
-            prefetch_thp(multipliers, keys, lambda done, _: progress.advance(1))
+def prepare_tables(paytables: Iterable[PayTable], build: bool = True) -> None:
+    """Load the stored tables of these pay tables; build what is missing (with progress)."""
+    by_game: dict[Game, set[tuple[int, ...]]] = {game: set() for game in Game}
+    for table in {(t.id, t.version): t for t in paytables}.values():
+        by_game[table.game].add(ante_multipliers(table))
+    ch, thp = by_game[Game.CASINO_HOLDEM], by_game[Game.TEXAS_HOLDEM_PLUS]
+    if not tables.load(ch, thp) or not build:
+        return
+    with Progress("integrity: building the exact tables once", "flops", 1_755) as progress:
+        tables.prepare(ch, thp, lambda done, _: progress.advance(1))
 
 
 def _report(

@@ -9,18 +9,37 @@ share a flop, and the players of a shared hand, cost one table between them.
 Numerators are exact integers over the completions counted: Casino Hold'em over
 :data:`~holdem.odds.situation.CH_COMPLETIONS`; a Texas Hold'em Plus turn over
 :data:`~holdem.odds.situation.THP_TURN_COMPLETIONS`, its flop over 47 times that.
+
+Stored tables. Every canonical flop's values under one ante table, built once (one pass
+over the 1,755 flops, minutes: :func:`build`, ``make integrity-tables``) and kept in
+:func:`cache_dir` (``$XDG_CACHE_HOME/croupier`` or ``~/.cache/croupier``), in files keyed
+on the ante table and on the source of the code that counts the outcomes, so a change to
+that code is a new file, never a stale value:
+
+- ``integrity-ch-<key>.npz``: a Casino Hold'em call's net and its square, summed over the
+  completions, for every hole pair of every flop (about 33 MB);
+- ``integrity-thp-<key>/``: per hole pair and turn card of every flop, the showdown's wins,
+  losses, and the sums of the pay multiplier and of its square over the wins (about 1 GB,
+  memory-mapped: only the pages a recompute touches are read); per hole pair, the flop
+  numerators and the spread of the value after the turn card.
+
+Once stored, every path reads them (:func:`load` for the projector, :func:`prepare` for
+``croupier integrity`` and the benchmarks, which build what is missing with a progress
+display); a situation of an ante table without stored tables is computed from its flop on
+demand, exactly the same values.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -28,7 +47,12 @@ import numpy.typing as npt
 from holdem.odds import engine, situation
 from holdem.odds.combos import SUIT_PERMUTATIONS, canonical_flops, pair_index, permute_suits
 from holdem.odds.engine import casino_holdem_flop_all, thp_flop_all
-from holdem.odds.situation import THP_TURN_COMPLETIONS, ch_call_numerator, thp_turn_numerators
+from holdem.odds.situation import (
+    THP_TURN_COMPLETIONS,
+    THP_TURNS,
+    ch_call_numerator,
+    thp_turn_numerators,
+)
 
 I64 = npt.NDArray[np.int64]
 Flop = tuple[int, int, int]
@@ -112,14 +136,16 @@ def _ch_counts(flop: Flop) -> tuple[I64, I64, I64, I64]:
     return c.no_qualify, c.wins, c.ties, c.losses
 
 
-_CH_EVERY: dict[Multipliers, tuple[dict[Flop, int], I64, I64]] = {}
+_CH_STORED: dict[Multipliers, tuple[dict[Flop, int], I64, I64]] = {}
 
 
 def ch_flop_table(multipliers: Multipliers, flop: Flop) -> ChFlopTable:
     """The Casino Hold'em table of a canonical flop under one ante table."""
-    every = _CH_EVERY.get(multipliers)
-    if every is not None:
-        index, ev, second = every
+    stored = _CH_STORED.get(multipliers)
+    if stored is None and _load_ch(multipliers):
+        stored = _CH_STORED[multipliers]
+    if stored is not None:
+        index, ev, second = stored
         i = index[flop]
         return ChFlopTable(ev[i], second[i])
     return _ch_flop_table(multipliers, flop)
@@ -127,57 +153,18 @@ def ch_flop_table(multipliers: Multipliers, flop: Flop) -> ChFlopTable:
 
 @lru_cache(maxsize=CH_TABLES_KEPT)
 def _ch_flop_table(multipliers: Multipliers, flop: Flop) -> ChFlopTable:
-    no_qualify, wins, _, losses = _ch_counts(flop)
+    return _ch_of_counts(multipliers, *_ch_counts(flop))
+
+
+def _ch_of_counts(
+    multipliers: Multipliers, no_qualify: I64, wins: I64, _ties: I64, losses: I64
+) -> ChFlopTable:
     m = np.asarray(multipliers, dtype=np.int64)
     ev = ch_call_numerator(no_qualify, wins, losses, multipliers)
     second = no_qualify @ (m * m) + wins @ ((m + 2) * (m + 2)) + 9 * losses
     ev.setflags(write=False)
     second.setflags(write=False)
     return ChFlopTable(ev, second)
-
-
-def preload_ch(multipliers: Multipliers, progress: Progress | None = None) -> None:
-    """Hold the Casino Hold'em tables of every canonical flop in memory (about 33 MB).
-
-    Built once (every flop enumerated, minutes) and kept on disk under the user's cache
-    directory, keyed on the ante table and the engine's source; later calls load the file.
-    """
-    if multipliers in _CH_EVERY:
-        return
-    flops = [flop for flop, _ in canonical_flops()]
-    path = _cache_file(multipliers)
-    try:
-        with np.load(path) as stored:
-            ev, second = stored["ev"], stored["second"]
-    except (OSError, KeyError, ValueError):
-        ev = np.empty((len(flops), 1176), dtype=np.int64)
-        second = np.empty_like(ev)
-        for i, flop in enumerate(flops):
-            table = _ch_flop_table(multipliers, flop)
-            ev[i], second[i] = table.ev, table.second
-            if progress:
-                progress(i + 1, len(flops))
-        _store(path, ev=ev, second=second)
-    assert ev.shape == (len(flops), 1176) and second.shape == ev.shape
-    _CH_EVERY[multipliers] = ({f: i for i, f in enumerate(flops)}, ev, second)
-
-
-def _cache_file(multipliers: Multipliers) -> Path:
-    # Keyed on the code that counts the outcomes, and on the ante table.
-    source = b"".join(Path(module.__file__ or "").read_bytes() for module in (engine, situation))
-    digest = hashlib.sha256(repr(multipliers).encode() + source).hexdigest()[:16]
-    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return root / "croupier" / f"integrity-ch-{digest}.npz"
-
-
-def _store(path: Path, **arrays: I64) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".npz", delete=False) as handle:
-            np.savez(handle, **arrays)  # type: ignore[arg-type]
-        os.replace(handle.name, path)
-    except OSError:
-        pass  # a read-only home only costs the rebuild
 
 
 # --- Texas Hold'em Plus ---------------------------------------------------------------------
@@ -213,7 +200,7 @@ def thp_flop_table(multipliers: Multipliers, flop: Flop) -> ThpFlopTable:
     )
     check = best[0].sum(axis=-1)
     bet = best[1].sum(axis=-1)
-    fold = np.full_like(check, -3 * THP_TURN_COMPLETIONS * 47)
+    fold = np.full_like(check, -3 * THP_TURN_COMPLETIONS * THP_TURNS)
     flop_n = np.stack([check, fold, bet], axis=-1)
     for array in (wins, losses, best, flop_n):
         array.setflags(write=False)
@@ -229,59 +216,255 @@ class ThpSituation:
       (antes);
     - ``spread``: over the 47 possible turn cards, the variance of the value after a check,
       its covariance with the value after a bet, and the variance after a bet (antes^2);
-    - ``wins`` (by the player's final category) and ``losses`` after this turn card, over
-      45,540 completions.
+    - the showdown after this turn card, over 45,540 completions: ``won`` and ``lost``
+      counts, and ``paid`` and ``paid_square``, the sums over the wins of the ante's pay
+      multiplier and of its square.
     """
 
     flop: tuple[int, int, int]
     after: tuple[float, float]
     spread: tuple[float, float, float]
-    wins: tuple[int, ...]
-    losses: int
+    won: int
+    lost: int
+    paid: int
+    paid_square: int
 
 
-_THP_KNOWN: dict[tuple[Multipliers, Flop, int, int], ThpSituation] = {}
+def turn_numerators(won: int, lost: int, paid: int, flop_bet: int) -> tuple[int, int, int]:
+    """Check, fold and bet numerators at the turn (over 45,540) from a showdown's sums."""
+    played = 2 + flop_bet
+    check = paid + played * won - lost * (1 + played)
+    return check, -(1 + played) * THP_TURN_COMPLETIONS, check + won - lost
 
 
 def thp_situation(multipliers: Multipliers, flop: Flop, row: int, turn: int) -> ThpSituation:
-    """One situation of a canonical flop: prefetched, else from the flop's table."""
-    known = _THP_KNOWN.get((multipliers, flop, row, turn))
-    if known is not None:
-        return known
-    return _thp_situation(thp_flop_table(multipliers, flop), row, turn)
+    """One situation of a canonical flop: stored, else from the flop's table."""
+    stored = _THP_STORED.get(multipliers)
+    if stored is None and _load_thp(multipliers):
+        stored = _THP_STORED[multipliers]
+    if stored is not None:
+        return stored.situation(flop, row, turn)
+    return _thp_situation(multipliers, thp_flop_table(multipliers, flop), row, turn)
 
 
-def _thp_situation(table: ThpFlopTable, row: int, turn: int) -> ThpSituation:
+def _showdown_sums(multipliers: Multipliers, wins: I64) -> tuple[I64, I64]:
+    m = np.asarray(multipliers, dtype=np.int64)
+    return wins @ m, wins @ (m * m)
+
+
+def _spread(best_turn: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """(..., 2, 47) values after each turn card -> (..., 3): var check, cov, var bet."""
+    centred = best_turn - best_turn.mean(axis=-1, keepdims=True)
+    cov = np.einsum("...it,...jt->...ij", centred, centred) / best_turn.shape[-1]
+    return np.stack([cov[..., 0, 0], cov[..., 0, 1], cov[..., 1, 1]], axis=-1)
+
+
+def _thp_situation(
+    multipliers: Multipliers, table: ThpFlopTable, row: int, turn: int
+) -> ThpSituation:
     after = table.best_turn[:, row, :].astype(np.float64) / THP_TURN_COMPLETIONS
-    centred = after - after.mean(axis=1, keepdims=True)
-    spread = (centred @ centred.T) / after.shape[1]
+    spread = _spread(after)
     f = table.flop[row]
+    paid, square = _showdown_sums(multipliers, table.wins[row, turn])
     return ThpSituation(
         (int(f[0]), int(f[1]), int(f[2])),
         (float(after[0, turn]), float(after[1, turn])),
-        (float(spread[0, 0]), float(spread[0, 1]), float(spread[1, 1])),
-        tuple(int(x) for x in table.wins[row, turn]),
+        (float(spread[0]), float(spread[1]), float(spread[2])),
+        int(table.wins[row, turn].sum()),
         int(table.losses[row, turn]),
+        int(paid),
+        int(square),
     )
 
 
-def prefetch_thp(
-    multipliers: Multipliers,
-    situations: Iterable[tuple[Flop, int, int]],
+# --- stored tables ----------------------------------------------------------------------
+
+_THP_FIELDS: Final = ("won", "lost", "paid", "paid_square", "flop", "spread")
+
+
+@dataclass(frozen=True)
+class _ThpStored:
+    index: dict[Flop, int]
+    multipliers: Multipliers
+    arrays: dict[str, npt.NDArray[np.generic]]
+
+    def situation(self, flop: Flop, row: int, turn: int) -> ThpSituation:
+        i = self.index[flop]
+        a = self.arrays
+        f, spread = a["flop"][i, row], a["spread"][i, row]
+        won, lost = int(a["won"][i, row, turn]), int(a["lost"][i, row, turn])
+        paid, square = int(a["paid"][i, row, turn]), int(a["paid_square"][i, row, turn])
+        after = tuple(
+            max(turn_numerators(won, lost, paid, fb)) / THP_TURN_COMPLETIONS for fb in (0, 1)
+        )
+        return ThpSituation(
+            (int(f[0]), int(f[1]), int(f[2])),
+            (after[0], after[1]),
+            (float(spread[0]), float(spread[1]), float(spread[2])),
+            won,
+            lost,
+            paid,
+            square,
+        )
+
+
+_THP_STORED: dict[Multipliers, _ThpStored] = {}
+_LOOKED: set[tuple[str, Multipliers]] = set()
+
+
+def cache_dir() -> Path:
+    """Where built tables are kept: ``$XDG_CACHE_HOME/croupier``, else ``~/.cache/croupier``."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "croupier"
+
+
+def _key(game: str, multipliers: Multipliers) -> str:
+    # Keyed on the ante table and on the code that counts the outcomes and lays out the file.
+    here = Path(__file__)
+    source = b"".join(Path(m.__file__ or "").read_bytes() for m in (engine, situation))
+    source += game.encode() + repr(_THP_FIELDS).encode() + here.name.encode()
+    return hashlib.sha256(repr(multipliers).encode() + source).hexdigest()[:16]
+
+
+def _ch_path(multipliers: Multipliers) -> Path:
+    return cache_dir() / f"integrity-ch-{_key('ch', multipliers)}.npz"
+
+
+def _thp_path(multipliers: Multipliers) -> Path:
+    return cache_dir() / f"integrity-thp-{_key('thp', multipliers)}"
+
+
+def _load_ch(multipliers: Multipliers) -> bool:
+    """Read the stored Casino Hold'em tables of an ante table, once; False when absent."""
+    if multipliers in _CH_STORED:
+        return True
+    if ("ch", multipliers) in _LOOKED:
+        return False
+    _LOOKED.add(("ch", multipliers))
+    try:
+        with np.load(_ch_path(multipliers)) as stored:
+            ev, second = stored["ev"], stored["second"]
+    except (OSError, KeyError, ValueError):
+        return False
+    flops = _flops()
+    if ev.shape != (len(flops), 1176) or second.shape != ev.shape:
+        return False
+    _CH_STORED[multipliers] = ({f: i for i, f in enumerate(flops)}, ev, second)
+    return True
+
+
+def _load_thp(multipliers: Multipliers) -> bool:
+    """Map the stored Texas Hold'em Plus tables of an ante table, once; False when absent."""
+    if multipliers in _THP_STORED:
+        return True
+    if ("thp", multipliers) in _LOOKED:
+        return False
+    _LOOKED.add(("thp", multipliers))
+    path = _thp_path(multipliers)
+    try:
+        arrays = {name: np.load(path / f"{name}.npy", mmap_mode="r") for name in _THP_FIELDS}
+    except (OSError, ValueError):
+        return False
+    flops = _flops()
+    if arrays["won"].shape != (len(flops), 1176, THP_TURNS):
+        return False
+    index = {f: i for i, f in enumerate(flops)}
+    _THP_STORED[multipliers] = _ThpStored(index, multipliers, arrays)
+    return True
+
+
+def _flops() -> list[Flop]:
+    return [flop for flop, _ in canonical_flops()]
+
+
+def load(ch: Iterable[Multipliers] = (), thp: Iterable[Multipliers] = ()) -> list[str]:
+    """Read the stored tables of these ante tables; the names of those not stored yet."""
+    missing = [f"Casino Hold'em {m}" for m in ch if not _load_ch(m)]
+    return missing + [f"Texas Hold'em Plus {m}" for m in thp if not _load_thp(m)]
+
+
+def prepare(
+    ch: Iterable[Multipliers] = (),
+    thp: Iterable[Multipliers] = (),
     progress: Progress | None = None,
 ) -> None:
-    """Compute many situations flop by flop, each flop's table once (a recompute's pass)."""
-    by_flop: dict[Flop, set[tuple[int, int]]] = {}
-    for flop, row, turn in situations:
-        by_flop.setdefault(flop, set()).add((row, turn))
-    for done, (flop, wanted) in enumerate(sorted(by_flop.items()), 1):
-        table = thp_flop_table(multipliers, flop)
-        for row, turn in wanted:
-            _THP_KNOWN[(multipliers, flop, row, turn)] = _thp_situation(table, row, turn)
+    """Read the stored tables of these ante tables, building what is missing first."""
+    ch, thp = list(dict.fromkeys(ch)), list(dict.fromkeys(thp))
+    load(ch, thp)
+    missing_ch = [m for m in ch if m not in _CH_STORED]
+    build(missing_ch, [m for m in thp if m not in _THP_STORED], progress)
+    _LOOKED.clear()
+    missing = load(ch, thp)
+    if missing:
+        raise OSError(f"the integrity tables could not be stored in {cache_dir()}: {missing}")
+
+
+def build(
+    ch: Sequence[Multipliers], thp: Sequence[Multipliers], progress: Progress | None = None
+) -> None:
+    """Build and store the tables of these ante tables, every canonical flop once (minutes)."""
+    if not ch and not thp:
+        return
+    flops = _flops()
+    cache_dir().mkdir(parents=True, exist_ok=True)
+    ch_ev = {m: np.empty((len(flops), 1176), np.int64) for m in ch}
+    ch_second = {m: np.empty((len(flops), 1176), np.int64) for m in ch}
+    thp_out = {m: _open_thp(m, len(flops)) for m in thp}
+    for i, flop in enumerate(flops):
+        if ch:
+            counts = _ch_counts(flop)
+            for m in ch:
+                table = _ch_of_counts(m, *counts)
+                ch_ev[m][i], ch_second[m][i] = table.ev, table.second
+        for m, (_, arrays) in thp_out.items():
+            _store_thp_flop(m, flop, arrays, i)
+            thp_flop_table.cache_clear()
         if progress:
-            progress(done, len(by_flop))
+            progress(i + 1, len(flops))
+    for m in ch:
+        _store(_ch_path(m), ev=ch_ev[m], second=ch_second[m])
+    for m, (building, arrays) in thp_out.items():
+        for array in arrays.values():
+            array.flush()  # type: ignore[attr-defined]
+        del arrays
+        final = _thp_path(m)
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(building, final)
 
 
-def forget_prefetched() -> None:
-    """Drop prefetched situations (after a recompute)."""
-    _THP_KNOWN.clear()
+def _open_thp(multipliers: Multipliers, flops: int) -> tuple[Path, dict[str, npt.NDArray[Any]]]:
+    top = max(multipliers)
+    wide = np.uint16 if THP_TURN_COMPLETIONS * top * top <= np.iinfo(np.uint16).max else np.int64
+    building = Path(tempfile.mkdtemp(dir=cache_dir(), prefix=".building-"))
+    shapes: dict[str, tuple[tuple[int, ...], Any]] = {
+        "won": ((flops, 1176, THP_TURNS), np.uint16),
+        "lost": ((flops, 1176, THP_TURNS), np.uint16),
+        "paid": ((flops, 1176, THP_TURNS), wide),
+        "paid_square": ((flops, 1176, THP_TURNS), wide),
+        "flop": ((flops, 1176, 3), np.int64),
+        "spread": ((flops, 1176, 3), np.float64),
+    }
+    arrays: dict[str, npt.NDArray[Any]] = {
+        name: np.lib.format.open_memmap(building / f"{name}.npy", "w+", dtype, shape)
+        for name, (shape, dtype) in shapes.items()
+    }
+    return building, arrays
+
+
+def _store_thp_flop(
+    multipliers: Multipliers, flop: Flop, arrays: dict[str, npt.NDArray[Any]], i: int
+) -> None:
+    table = thp_flop_table(multipliers, flop)
+    paid, square = _showdown_sums(multipliers, table.wins)
+    arrays["won"][i] = table.wins.sum(axis=-1)
+    arrays["lost"][i] = table.losses
+    arrays["paid"][i] = paid
+    arrays["paid_square"][i] = square
+    arrays["flop"][i] = table.flop
+    after = table.best_turn.astype(np.float64).transpose(1, 0, 2) / THP_TURN_COMPLETIONS
+    arrays["spread"][i] = _spread(after)
+
+
+def _store(path: Path, **arrays: I64) -> None:
+    with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".npz", delete=False) as handle:
+        np.savez(handle, **arrays)  # type: ignore[arg-type]
+    os.replace(handle.name, path)

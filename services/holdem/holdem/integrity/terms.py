@@ -38,7 +38,7 @@ All amounts are minor units; terms are floats because expectations are fractions
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache
 from math import sqrt
@@ -57,7 +57,14 @@ from holdem.integrity.constants import (
     plus_net,
 )
 from holdem.integrity.joint import ch_calls
-from holdem.integrity.tables import Flop, ch_flop_table, place, thp_situation, turn_index
+from holdem.integrity.tables import (
+    ThpSituation,
+    ch_flop_table,
+    place,
+    thp_situation,
+    turn_index,
+    turn_numerators,
+)
 from holdem.odds.combos import hole_class
 from holdem.odds.par import load_par
 from holdem.odds.situation import (
@@ -171,14 +178,6 @@ def prepare(deal: Deal, results: Sequence[BetResult], decisions: Sequence[Decisi
                 group.side[spot] = [replace(first, stake=stake, returned=back)]
         boxes.setdefault(box, []).append(group)
     return RoundInput(deal, {box: tuple(groups) for box, groups in boxes.items()})
-
-
-def thp_keys(round_: RoundInput) -> Iterator[tuple[Flop, int, int]]:
-    """The Texas Hold'em Plus situations a round's terms read (to prefetch them)."""
-    for box in round_.boxes:
-        hole = round_.deal.boxes[box]
-        where = place(hole, round_.deal.board[:3])
-        yield where.flop, where.row, turn_index(where, hole, round_.deal.board[3])
 
 
 class Calculator:
@@ -320,8 +319,7 @@ class Calculator:
             per_stake.append(float(plus))
         deal = self._deal(per_stake, self._weights(players))
         q0 = self._preflop[name]
-        wins = np.asarray(s.wins, dtype=np.int64)
-        turn_n = self._turn_numerators(wins, s.losses)
+        turn_n = [turn_numerators(s.won, s.lost, s.paid, fb) for fb in (0, 1)]
         callers = 0
         flop_w = [0, 0]  # by flop bet
         turn_w: dict[tuple[int, int], int] = {}
@@ -346,7 +344,7 @@ class Calculator:
                 flop_w[fb] += p.ante
                 v2 = s.after[fb]
                 action = p.actions.get(Stage.TURN, Action.CHECK)
-                q2 = float(turn_n[fb][{Action.CHECK: 0, Action.FOLD: 1, Action.BET: 2}[action]])
+                q2 = turn_n[fb][{Action.CHECK: 0, Action.FOLD: 1, Action.BET: 2}[action]]
                 net -= v2 - q2 / THP_TURN_COMPLETIONS
                 if action is not Action.FOLD:
                     tb = int(action is Action.BET)
@@ -357,39 +355,30 @@ class Calculator:
         stages = (
             callers * callers * self._preflop_var[name],
             w0 * w0 * s.spread[0] + 2 * w0 * w1 * s.spread[1] + w1 * w1 * s.spread[2],
-            self._showdown_variance(wins, s.losses, turn_w),
+            _showdown_variance(s, turn_w),
         )
         stages = (max(stages[0], 0.0), max(stages[1], 0.0), max(stages[2], 0.0))
         return deal + Terms(0, 0, 0, 0, actual, expected, sum(stages)), stages
 
-    def _turn_numerators(self, wins: np.ndarray, losses: int) -> list[list[int]]:
-        """Check, fold and bet numerators at the turn, after a flop check and a flop bet."""
-        m = np.asarray(self.multipliers, dtype=np.int64)
-        won = int(wins.sum())
-        lost = int(losses)
-        out = []
-        for fb in (0, 1):
-            played = 2 + fb
-            check = int(wins @ (m + played)) - lost * (1 + played)
-            out.append([check, -(1 + played) * THP_TURN_COMPLETIONS, check + won - lost])
-        return out
 
-    def _showdown_variance(
-        self, wins: np.ndarray, losses: int, weights: Mapping[tuple[int, int], int]
-    ) -> float:
-        """Variance of the stakes still in at the turn, over the 45,540 completions."""
-        if not weights:
-            return 0.0
-        m = np.asarray(self.multipliers, dtype=np.float64)
-        counts = np.concatenate([wins, [THP_TURN_COMPLETIONS - wins.sum() - losses, losses]])
-        y = np.zeros(12)
-        for (fb, tb), w in weights.items():
-            played = 2 + fb + tb
-            y[:10] += w * (played + m)
-            y[11] -= w * (1 + played)
-        p = counts.astype(np.float64) / THP_TURN_COMPLETIONS
-        mean = float(p @ y)
-        return float(p @ (y - mean) ** 2)
+def _showdown_variance(s: ThpSituation, weights: Mapping[tuple[int, int], int]) -> float:
+    """Variance of the stakes still in at the turn (by flop and turn bet), over the showdown.
+
+    A stake that played ``p`` antes of play wagers nets ``p + m`` on a win paying ``m``,
+    nothing on a tie and ``-(1 + p)`` on a loss; the sums over the wins of ``m`` and ``m^2``
+    give every product of two stakes' nets, so the variance is exact, in integers until the
+    last division.
+    """
+    total = THP_TURN_COMPLETIONS
+    played = [(2 + fb + tb, w) for (fb, tb), w in weights.items()]
+    first = sum(w * (p * s.won + s.paid - (1 + p) * s.lost) for p, w in played)
+    second = sum(
+        wg * wh * (pg * ph * s.won + (pg + ph) * s.paid + s.paid_square)
+        + wg * wh * (1 + pg) * (1 + ph) * s.lost
+        for pg, wg in played
+        for ph, wh in played
+    )
+    return (total * second - first * first) / (total * total)
 
 
 def calculator(table: PayTable) -> Calculator:
