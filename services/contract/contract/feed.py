@@ -32,6 +32,7 @@ from pydantic_core import ErrorDetails, PydanticCustomError, from_json
 
 from contract.codes import RejectionCode
 from holdem import Action, Game, Spot, Stage
+from holdem.schedule import SCHEDULES
 
 SCHEMA_VERSION = 1
 
@@ -59,7 +60,8 @@ class Target(StrEnum):
 
 
 PlacedSpot = Literal[Spot.ANTE, Spot.AA_BONUS, Spot.JACKPOT, Spot.PLUS]
-WAGER_ACTIONS = frozenset({Action.CALL, Action.BET})
+#: The actions that add a play wager, as the decision schedule says (holdem.schedule).
+WAGER_ACTIONS = frozenset(s.wager_action for stages in SCHEDULES.values() for s in stages)
 
 #: The largest feed message the contract reads (a valid event is well under 2 KiB).
 MAX_BODY_BYTES: Final = 16 * 1024

@@ -15,6 +15,7 @@ from typing import Any
 
 from contract.feed import EventType, Target
 from holdem import Action, Spot
+from holdem.schedule import SCHEDULES
 from studio.config import Faults
 from studio.message import FeedMessage
 from studio.table import Draft, Step
@@ -26,7 +27,10 @@ VOID_REASONS = (
     "scanner fault: the deal could not be read",
 )
 NOT_CARDS = ("1x", "Zz", "10h", "A", "??")
-_CALL_STAGES = frozenset({"flop", "preflop"})
+#: The stages at which a game admits a call (holdem.schedule), by name.
+_CALL_STAGES = frozenset(
+    s.stage.value for stages in SCHEDULES.values() for s in stages if Action.CALL in s.actions
+)
 
 
 def fault_round(draft: Draft, faults: Faults, rng: random.Random) -> None:

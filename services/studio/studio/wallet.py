@@ -27,6 +27,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, TextIO
 
+from contract.feed import WAGER_ACTIONS
 from contract.wallet import FIELDS
 from studio.message import FeedMessage
 
@@ -40,7 +41,6 @@ FINDS: Final = {
     "debit_rejected": "debit_without_wager",
     "drop_debit": "wager_without_debit",
 }
-_WAGER_ACTIONS: Final = frozenset({"call", "bet"})
 _CHANCE: Final = 0.25  # an eligible row misbehaves with this chance until its count is used
 
 
@@ -150,7 +150,7 @@ class WalletLog:
             if payload["spot"] == "ante":
                 self._antes.setdefault(ids, (payload["player_id"], payload["currency"]))
             return ids, payload["player_id"], payload["currency"], payload["amount"]
-        if event["event_type"] == "decision.made" and payload["action"] in _WAGER_ACTIONS:
+        if event["event_type"] == "decision.made" and payload["action"] in WAGER_ACTIONS:
             ante = self._antes.get((table, round_, payload["ante_bet_id"]))
             if ante is None:
                 return None  # no ante the wallet knows: nothing it could debit
