@@ -1,7 +1,7 @@
 """The settlement contract, v1: what croupier sends wallets and what replay writes.
 
 A :class:`SettlementResult` is what one player gets back from one round (docs/feed.md,
-"Output: settlement results"); a :class:`Rejection` is one line of replay's rejections file. The
+"Output: settlement results"); a :class:`RejectedLine` is one line of replay's rejections file. The
 models check shape and sums only; the money itself is settled by the rules core.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Annotated, Self
 
-from pydantic import Field, StringConstraints, model_validator
+from pydantic import ConfigDict, Field, StringConstraints, model_validator
 
 from contract.codes import RejectionCode
 from contract.feed import (
@@ -79,8 +79,12 @@ class SettlementResult(ContractModel):
         return self
 
 
-class Rejection(ContractModel):
+class RejectedLine(ContractModel):
     """One line of the replay rejections file."""
+
+    # Not croupier.round.Rejection (the error a round raises); the published schema keeps
+    # its title.
+    model_config = ConfigDict(title="Rejection")
 
     line: int = Field(ge=1, description="1-based line number in the replayed JSONL file")
     event_id: str | None = Field(description="the raw event's event_id, when it had one")

@@ -20,7 +20,7 @@ from typing import Any, Final, TextIO
 import structlog
 
 from contract.codes import RejectionCode
-from contract.settlement import Rejection
+from contract.settlement import RejectedLine
 from croupier.ledger import Ledger
 from croupier.round import SETTLED, VOIDED, Status
 from croupier.runtime import fewer_collections
@@ -208,7 +208,7 @@ def _count(
     elif handled.verdict == "rejected":
         line = handled.ref or held_lines.pop(handled.event_id or "", 0)
         summary.rejected[handled.code or "unknown"] += 1
-        rejection = Rejection(
+        rejection = RejectedLine(
             line=max(line, 1),
             event_id=handled.event_id,
             reason=handled.reason or "",

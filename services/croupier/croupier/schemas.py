@@ -17,7 +17,7 @@ from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import core_schema
 
 from contract.feed import EVENT_MODELS, FEED_EVENT_ADAPTER
-from contract.settlement import Rejection, SettlementResult
+from contract.settlement import RejectedLine, SettlementResult
 from contract.wallet import WalletTransaction
 from croupier.reconcile.contract import ReconciliationReport
 
@@ -60,7 +60,7 @@ def schema_builders() -> dict[str, Callable[[], JsonSchemaValue]]:
     builders: dict[str, Callable[[], JsonSchemaValue]] = {
         "feed/event.schema.json": _event_union_schema,
         "settlement/settlement-result.schema.json": _model_schema(SettlementResult),
-        "replay/rejection.schema.json": _model_schema(Rejection),
+        "replay/rejection.schema.json": _model_schema(RejectedLine),
         "wallet/wallet-transaction.schema.json": _model_schema(WalletTransaction),
         "reconcile/reconciliation-report.schema.json": _model_schema(ReconciliationReport),
     }

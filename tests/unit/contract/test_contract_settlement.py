@@ -11,7 +11,7 @@ import pytest
 from contract_examples import SETTLEMENT
 from pydantic import ValidationError
 
-from contract.settlement import BetLine, Rejection, SettlementResult
+from contract.settlement import BetLine, RejectedLine, SettlementResult
 from holdem import Outcome, Spot
 
 
@@ -91,13 +91,13 @@ def test_bet_line_values(field: str, value: object) -> None:
 
 
 def test_rejection_line() -> None:
-    rejection = Rejection(line=3, event_id=None, reason="not valid JSON (EOF)")
+    rejection = RejectedLine(line=3, event_id=None, reason="not valid JSON (EOF)")
     assert json.loads(rejection.model_dump_json()) == {
         "line": 3,
         "event_id": None,
         "reason": "not valid JSON (EOF)",
     }
     with pytest.raises(ValidationError):
-        Rejection(line=0, event_id="x", reason="r")
+        RejectedLine(line=0, event_id="x", reason="r")
     with pytest.raises(ValidationError):
-        Rejection(line=1, event_id="x", reason="")
+        RejectedLine(line=1, event_id="x", reason="")
