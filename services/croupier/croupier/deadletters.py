@@ -7,18 +7,28 @@ it published; a crash between commit and publish, or a publishing channel that i
 only delays it. Its outbox id is derived from the rejection fact and the delivery, so a
 redelivered message that is rejected again writes nothing new: each rejection recorded in
 the ledger is dead-lettered once (at least once on the wire, with the same message id).
+
+``letter_problem`` is the rule the relay and ``verify`` hold a dead letter to: it must be
+exactly ``dead_letter`` of the chained rejection it names (fact key, code and reason) for
+some delivery, and its bytes must be the rejected message's: of a contract rejection, the
+bytes whose SHA-256 keys the fact; of a rule rejection, an event whose fingerprint the fact
+records. The delivery's routing key and AMQP message id are not in the fact; they are bound
+to the letter by its outbox id.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
+import json
 from collections.abc import Mapping
 from typing import Any, Final
 
 from pydantic_core import from_json
 
 from contract.codes import BROKER_REASONS, RejectionCode
+from contract.feed import ContractError, parse_event
 from croupier.bus import (
     CODE_HEADER,
     DEAD_LETTER_EXCHANGE,
@@ -35,6 +45,8 @@ from croupier.ledger import (
     RecordedEvent,
     StreamAppend,
 )
+from croupier.ledger.chain import ChainRow
+from croupier.round import REJECTED, snapshot
 
 #: The ledger stream and fact type of what the broker itself dead-lettered.
 DEAD_LETTERS_STREAM: Final = "dead-letters"
@@ -93,6 +105,52 @@ def outgoing(message: PendingMessage) -> Outgoing:
         headers=headers,
         amqp_message_id=letter.get("message_id") or "",
     )
+
+
+def letter_problem(
+    fact: ChainRow, message_id: str, routing_key: str, letter: Mapping[str, Any]
+) -> str | None:
+    """Why an outbox row is not a dead letter the chained ``fact`` calls for, or None."""
+    if fact.type != REJECTED:
+        return f"position {fact.position} holds a {fact.type}, no rejection"
+    data = json.loads(fact.data)
+    if letter.get("fact") != fact.key:
+        return f"it names fact {letter.get('fact')!r}, position {fact.position} holds another"
+    raw = _letter_bytes(letter)
+    if raw is None or not isinstance(letter.get("routing_key"), str):
+        return "it is no dead letter"
+    delivery_id = letter.get("message_id")
+    if delivery_id is not None and not isinstance(delivery_id, str):
+        return "it is no dead letter"
+    code, reason = data.get("code"), data.get("reason")
+    want = dead_letter(fact.key, raw, letter["routing_key"], delivery_id, code, reason)
+    if (want.message_id, want.routing_key, dict(want.body)) != (message_id, routing_key, letter):
+        return f"it differs from the dead letter of the rejection at position {fact.position}"
+    if not _rejected_bytes(fact.key, data, raw):
+        return f"its bytes are not the message rejected at position {fact.position}"
+    return None
+
+
+def _letter_bytes(letter: Mapping[str, Any]) -> bytes | None:
+    text, coded = letter.get("text"), letter.get("base64")
+    if isinstance(text, str):
+        return text.encode("utf-8")
+    try:
+        return base64.b64decode(coded, validate=True) if isinstance(coded, str) else None
+    except binascii.Error:
+        return None
+
+
+def _rejected_bytes(key: str, data: Mapping[str, Any], raw: bytes) -> bool:
+    """Whether ``raw`` is the message the rejection fact (``key``, ``data``) keeps."""
+    if "raw" in data:  # a contract rejection: keyed by the bytes' SHA-256
+        return key.rpartition(":")[2] == hashlib.sha256(raw).hexdigest()
+    if "fingerprint" in data:  # a rule rejection: the event's fingerprint
+        try:
+            return bool(snapshot(parse_event(raw)).digest == data["fingerprint"])
+        except ContractError:
+            return False
+    return False
 
 
 def broker_fact(parked: Parked) -> NewEvent:

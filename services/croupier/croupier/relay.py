@@ -17,8 +17,9 @@ Guarantees:
   (``settler.outbox_rule``) and published as derived, only if the row is exactly it; a dead
   letter must name that (rejection) fact. Any other row (forged, edited, naming an unsigned
   or rewritten event) is refused: set aside with the reason, logged, counted in
-  ``croupier_results_refused``, never published. A dead letter's own content is not
-  re-derived (it carries the delivery's bytes, which the fact does not hold in full).
+  ``croupier_results_refused``, never published. A dead letter must be exactly the dead
+  letter of the chained rejection it names (``deadletters.letter_problem``): its code,
+  reason and bytes are the rejection's.
 """
 
 from __future__ import annotations
@@ -230,10 +231,10 @@ def _derived(message: PendingMessage, event: ChainRow | None) -> Outgoing | str:
     if event.hash != message.event_hash:
         return f"it names event hash {message.event_hash[:16]}, the chain holds {event.hash[:16]}"
     if message.exchange == DEAD_LETTER_EXCHANGE:
-        if message.body.get("fact") != event.key:
-            named = message.body.get("fact")
-            return f"it names fact {named!r}, position {event.position} holds another"
-        return deadletters.outgoing(message)
+        problem = deadletters.letter_problem(
+            event, message.message_id, message.routing_key, message.body
+        )
+        return problem or deadletters.outgoing(message)
     expected = {e.message_id: e for e in outbox_rule(event.type, event.data)}
     want = expected.get(message.message_id)
     if want is None:

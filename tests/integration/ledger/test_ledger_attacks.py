@@ -24,6 +24,7 @@ from integration.service.service_harness import Wallet, prepare_broker, service_
 from croupier.bus import Outgoing
 from croupier.bus.memory import MemoryBus
 from croupier.cli import main
+from croupier.deadletters import dead_letter
 from croupier.ledger import HeadNotSigned, Ledger, SchemaBehind, VerifyReport, open_ledger
 from croupier.ledger.chain import GENESIS_HASH, canonical_json, format_timestamp, row_hash
 from croupier.ledger.signing import PUBLIC_KEY_FILE, LedgerKey
@@ -581,3 +582,59 @@ async def test_an_edited_set_aside_row_is_reported(
     code, out = await scene.cli_verify(capsys)
     assert code == 1
     assert f"outbox_set_aside forged: id 1 message_id {other}: signature does not match" in out
+
+
+async def _rejections_dead_lettered(scene: Scene) -> dict[str, Any]:
+    """Reject two messages as the live service does (dead letters in the outbox): one the
+    contract refuses, one a settled round refuses. Their outbox rows, by message id."""
+    late = json.loads(_feed(12, seed=7)[1])  # a bet of a round settled already
+    late["event_id"] = "0b6f1f8e-5a47-4c1e-9a4e-00000000beef"
+    settler = Settler(scene.ledger, dead_letters=True)
+    bad = [b'{"event_type": "bet.placed"}', json.dumps(late, indent=1).encode()]
+    await settler.handle([Inbound(body, n, "t.bet.placed", f"m{n}") for n, body in enumerate(bad)])
+    rows = await scene.owner(
+        "SELECT message_id, position, event_hash, body::text FROM outbox "
+        "WHERE exchange = 'croupier.dead-letter' ORDER BY seq"
+    )
+    assert len(rows) == 2
+    return {row["message_id"]: row for row in rows}
+
+
+@pytest.mark.parametrize("role", ["app", "owner"])
+async def test_forged_and_edited_dead_letters_are_refused_and_reported(
+    scene: Scene, role: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    letters = await _rejections_dead_lettered(scene)
+    (contract_id, contract), (rule_id, rule) = letters.items()
+    kept = json.loads(contract["body"])
+    forged = dead_letter(
+        kept["fact"], b'{"forged": "mallory"}', "t.bet.placed", "m9", kept["code"], kept["reason"]
+    )
+    statements = [
+        # a dead letter of a real rejection, carrying other bytes
+        "INSERT INTO outbox (message_id, position, exchange, routing_key, body, event_hash) "
+        f"VALUES ('{forged.message_id}', {contract['position']}, '{forged.exchange}', "
+        f"'{forged.routing_key}', '{canonical_json(forged.body)}', '{contract['event_hash']}')"
+    ]
+    if role == "owner":  # a real one edited: another reason, other bytes
+        edited = {**json.loads(rule["body"]), "reason": "fine", "text": '{"forged":1}'}
+        statements.append(
+            f"UPDATE outbox SET body = '{canonical_json(edited)}' WHERE message_id = '{rule_id}'"
+        )
+    await scene.attack(role, *statements)
+    bus, metrics = MemoryBus(), Metrics()
+    bus.subscribe("#", lambda message: None)
+    relay = OutboxRelay(scene.ledger, bus, metrics)
+    assert await relay.hold()
+    await relay.drain()
+    got = {letter.message_id: letter for letter in bus.dead_letters}
+    lying = {forged.message_id} | ({rule_id} if role == "owner" else set())
+    assert forged.message_id not in got
+    assert {contract_id, rule_id} - lying <= got.keys()
+    assert _refused(metrics) == len(lying)
+    assert got[contract_id].raw == b'{"event_type": "bet.placed"}'
+    code, out = await scene.cli_verify(capsys)
+    assert code == 1
+    assert f"message_id {forged.message_id}: its bytes are not the message rejected" in out
+    if role == "owner":
+        assert "outbox changed: seq" in out and f"message_id {rule_id}: it differs" in out

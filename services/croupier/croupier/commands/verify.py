@@ -22,6 +22,7 @@ from croupier.console import (
     ledger_of,
     print_json,
 )
+from croupier.deadletters import letter_problem
 from croupier.errors import ExitCode
 from croupier.ledger import Ledger, VerifyReport
 from croupier.ledger.signing import LedgerPublicKey, SigningKeyError
@@ -113,6 +114,7 @@ async def _verify(
                 public_key=key,
                 outbox_rule=outbox_rule,
                 unruled=(DEAD_LETTER_EXCHANGE,),
+                letter_rule=letter_problem,
             )
         return report, await _audit(ledger, total)
 

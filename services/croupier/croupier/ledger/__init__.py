@@ -102,7 +102,7 @@ from functools import wraps
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, ParamSpec, TypeVar
 
-from croupier.ledger.audit import Audit, OutboxRule
+from croupier.ledger.audit import Audit, LetterRule, OutboxRule
 from croupier.ledger.chain import (
     ChainRow,
     ChainVerifier,
@@ -567,6 +567,7 @@ class Ledger(ABC):
         public_key: LedgerPublicKey | None = None,
         outbox_rule: OutboxRule | None = None,
         unruled: Collection[str] = (),
+        letter_rule: LetterRule | None = None,
     ) -> VerifyReport:
         """Walk the whole hash chain and report every changed, removed or inserted row.
 
@@ -576,9 +577,10 @@ class Ledger(ABC):
         ``public_key``: also check the signed heads (every row must sit under one, and the
         chain must reach the last) and the publish marks. ``outbox_rule``: what each
         event must have put in the outbox; every outbox row must be exactly that, except on
-        the ``unruled`` exchanges, whose rows must only name an event of the chain.
+        the ``unruled`` exchanges, whose rows must name an event of the chain and pass the
+        ``letter_rule`` (if given).
         """
-        audit = Audit(public_key, outbox_rule, unruled)
+        audit = Audit(public_key, outbox_rule, unruled, letter_rule)
         signed = await audit.heads(self._head_page, page_size) if public_key else None
         verifier = ChainVerifier(anchor=anchor, signed=signed)
         after = -(2**63)  # rows forged at positions <= 0 must be seen too

@@ -5,7 +5,8 @@
 * Outbox rows: each must name an event of the chain by position and hash and, given the
   rule that says what each event puts in the outbox, be exactly one of those messages.
   A message the rule calls for that is not in the outbox is *missing* (suppressed). Rows
-  on an ``unruled`` exchange (dead letters) are checked for their event only.
+  on an ``unruled`` exchange (dead letters) are held to the ``letter_rule`` instead, if
+  given: it says why a row is not what its event calls for (nothing is *missing* there).
 * Publish marks and markers: each mark must carry this key's signature over its message
   ids, and each marker must belong to such a mark that lists its message.
 * Set-aside rows: each must carry this key's signature over its message id and reason;
@@ -14,8 +15,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Collection, Sequence
-from typing import NamedTuple
+import json
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from typing import Any, NamedTuple
 
 from croupier.ledger.chain import ChainRow, Problem
 from croupier.ledger.outbox import OutboxRow, SetAsideRow
@@ -34,6 +36,9 @@ class Expected(NamedTuple):
 
 #: What an event (type, canonical data text) puts in the outbox.
 OutboxRule = Callable[[str, str], list[Expected]]
+#: Why an outbox row (message id, routing key, body) is not what the chained event calls
+#: for, or None.
+LetterRule = Callable[[ChainRow, str, str, Mapping[str, Any]], str | None]
 
 HeadPage = Callable[[int, int], Awaitable[list[HeadRow]]]
 MarkPage = Callable[[int, int], Awaitable[list[MarkRow]]]
@@ -49,10 +54,12 @@ class Audit:
         public_key: LedgerPublicKey | None,
         rule: OutboxRule | None,
         unruled: Collection[str] = (),
+        letter_rule: LetterRule | None = None,
     ) -> None:
         self.public_key = public_key
         self.rule = rule
         self.unruled = unruled
+        self.letter_rule = letter_rule
         self.problems: list[Problem] = []
         self.notes: list[str] = []
 
@@ -100,7 +107,9 @@ class Audit:
             if row.event_hash != event.hash:
                 why = "names an event hash the chain does not hold here"
                 self._flag("outbox", "forged", row.position, _name(row), why)
-            elif self.rule is None or row.exchange in self.unruled:
+            elif row.exchange in self.unruled:
+                self._judge_letter(event, row)
+            elif self.rule is None:
                 continue
             elif want is None:
                 why = f"the {event.type} at this position reports no such message"
@@ -112,6 +121,17 @@ class Audit:
             why = f"the {event.type} at this position reports it, the outbox lacks it"
             name = f"message_id {want.message_id}"
             self._flag("outbox", "missing", event.position, name, why)
+
+    def _judge_letter(self, event: ChainRow, row: OutboxRow) -> None:
+        if self.letter_rule is None:
+            return
+        body = json.loads(row.body)
+        problem = self.letter_rule(event, row.message_id, row.routing_key, body)
+        if problem is not None:
+            names = isinstance(body, dict) and body.get("fact") == event.key
+            self._flag(
+                "outbox", "changed" if names else "forged", row.position, _name(row), problem
+            )
 
     async def marks(self, marks: MarkPage, markers: MarkerPage, size: int) -> None:
         """Flag marks this key did not sign and markers no valid mark lists."""
