@@ -62,3 +62,36 @@ async def test_the_history_page_lists_the_players_rounds_and_links_each(web: Web
     assert "+6.00 EUR" in html and "+24.00 EUR" in html and "Refunded" not in html
     assert "Ante refunded" in html
     assert "p2" not in html and "p3" not in html
+
+
+async def test_compliance_opens_the_round_page_with_rejections_and_hashes(web: Web) -> None:
+    response = await web.client.get(
+        f"/history/rounds/{TABLE_CH}/r-shared", headers=web.as_compliance()
+    )
+
+    assert response.status_code == 200
+    html = response.text
+    assert "Staff view (compliance: audit-1)" in html
+    assert "p1" in html and "p2" in html  # every player's wagers
+    assert 'data-fact="feed.rejected"' in html
+    assert "must be exactly 2x the ante 200, got 300" in html  # p2's call, and why
+    assert "croupier verify --anchor" in html and "hash <code>" in html
+
+
+async def test_support_opens_the_round_page_without_rejections_or_hashes(web: Web) -> None:
+    response = await web.client.get(
+        f"/history/rounds/{TABLE_THP}/r-boxes", headers=web.as_support()
+    )
+
+    assert response.status_code == 200
+    html = response.text
+    assert "Staff view (support: desk-1)" in html and "need the compliance role" in html
+    assert "Box 2" in html and "p3" in html
+    assert "feed.rejected" not in html and "croupier verify" not in html and "<code>" not in html
+
+
+async def test_a_wrong_staff_key_on_a_page_is_401(web: Web) -> None:
+    response = await web.client.get(
+        f"/history/rounds/{TABLE_CH}/r-shared", headers={"X-Staff-Key": "guess"}
+    )
+    assert response.status_code == 401 and "<h1>Sign in again</h1>" in response.text

@@ -7,7 +7,8 @@ Routes (no route writes; the database role it runs as can only read):
 - ``GET /v1/players/{player_id}/rounds``: a player's rounds, newest first, paginated;
 - ``GET /v1/tables/{table_id}/rounds``: a table's rounds (staff);
 - ``GET /history``, ``GET /history/rounds/{table_id}/{round_id}``: the player's pages
-  (token in ``?token=``);
+  (token in ``?token=``); staff open the round page with their ``X-Staff-Key`` header and
+  see what their role grants (every player's wagers; rejections and hashes for compliance);
 - ``GET /openapi.json``, ``/healthz``, ``/readyz``.
 
 Players authenticate with ``Authorization: Bearer <JWT>``, staff with ``X-Staff-Key``
@@ -235,13 +236,27 @@ def create_app(
         include_in_schema=False,
     )
     async def round_page(
-        request: Request, table_id: str, round_id: str, token: str | None = None
+        request: Request,
+        staff_key: Annotated[str | None, Depends(_staff_key)],
+        table_id: str,
+        round_id: str,
+        token: str | None = None,
     ) -> Response:
-        viewer = auth.player(token)
+        viewer = auth.staff(staff_key) if staff_key is not None else auth.player(token)
         found = await recalled(viewer, table_id, round_id)
         shown = RoundRecall.model_validate_json(found) if isinstance(found, str) else found
+        staff = viewer if viewer.is_staff else None
         title = f"Round {round_id}"
-        return _page(templates, request, "round.html", 200, title=title, round=shown, token=token)
+        return _page(
+            templates,
+            request,
+            "round.html",
+            200,
+            title=title,
+            round=shown,
+            token=token,
+            staff=staff,
+        )
 
     @app.get("/healthz", response_class=PlainTextResponse, include_in_schema=False)
     async def healthz() -> str:
