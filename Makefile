@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test test-unit test-integration test-slow chaos soak soak-short bench bench-history lint typecheck contracts par integrity-tables services clean tools
+.PHONY: run test test-unit test-integration test-slow chaos soak soak-short bench bench-history bench-history-drop lint typecheck contracts par integrity-tables services clean tools
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -62,6 +62,10 @@ bench: $(STAMP)
 ## bench-history: croupier web under 50 clients over 1,000,000 settlement results (built once)
 bench-history: $(STAMP)
 	$(BIN)/python -m bench history
+
+## bench-history-drop: drop the bench-history database (gigabytes) from the local PostgreSQL
+bench-history-drop: $(STAMP)
+	$(BIN)/python -m bench.history drop
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -2,6 +2,10 @@
 
 Every session runs with ``default_transaction_read_only = on``, on top of the read-only
 role ``croupier_web`` the service is meant to connect as (granted SELECT only).
+
+Each request is one statement, prepared once per connection (asyncpg's statement cache).
+A connection goes back to the pool without the reset round trip (``RESET ALL``, ...): its
+sessions only read, and leave no locks, listeners, cursors or settings behind.
 """
 
 from __future__ import annotations
@@ -61,7 +65,7 @@ class PostgresHistory(HistoryStore):
         async with self._lock:
             if self._pool is None:
                 self._pool = await asyncpg.create_pool(
-                    self.url, min_size=1, max_size=self._max_size
+                    self.url, min_size=1, max_size=self._max_size, reset=_nothing_to_reset
                 )
         return self._pool
 
@@ -105,6 +109,10 @@ class PostgresHistory(HistoryStore):
         if self._pool is not None:
             await self._pool.close()
             self._pool = None
+
+
+async def _nothing_to_reset(_: asyncpg.Connection) -> None:
+    """Read-only sessions leave nothing to reset."""
 
 
 def table_round(row: Any) -> TableRound:
