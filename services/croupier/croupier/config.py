@@ -36,6 +36,7 @@ from pydantic import AfterValidator, BeforeValidator, Field, SecretStr, Validati
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from croupier.errors import CommandError
+from croupier.ledger import LEASE_LIMIT
 from croupier.urls import check_amqp_url, mask_secrets, parse_ledger_url
 
 DEFAULT_DATABASE_URL: Final = "postgresql://postgres@127.0.0.1:5432/croupier"
@@ -85,7 +86,7 @@ class Settings(BaseSettings):
         3600.0, gt=0, le=30 * 86400, description="seconds a round stays open till Croupier voids it"
     )
     relay_lease: float = Field(
-        10.0, ge=1, le=600, description="seconds until a standby takes over the relay"
+        10.0, ge=1, le=LEASE_LIMIT, description="seconds until a standby takes over the relay"
     )
     ledger_signing_key: str | None = Field(
         None, description="the ledger's Ed25519 signing key file (croupier keygen); serve needs it"

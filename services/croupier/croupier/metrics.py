@@ -119,6 +119,11 @@ class Metrics:
         self.relay_active = Gauge(
             "croupier_relay_active", "1 while this instance holds the relay lease", registry=r
         )
+        self.relay_lease_stalled = Gauge(
+            "croupier_relay_lease_stalled",
+            "1 while the relay lease is held beyond any term Croupier takes (nothing relays)",
+            registry=r,
+        )
         self.refused = Counter(
             "croupier_results_refused",
             "Outbox messages the relay refused: not exactly what a signed, chained settlement says",

@@ -11,6 +11,10 @@ Guarantees:
   retried: the messages after it go on. ``croupier redrive --results`` publishes set-aside
   messages once the cause is fixed.
 - ``healthy`` is False while relaying fails (broker or database down); readiness shows it.
+- A lease held beyond any term Croupier takes (``LEASE_LIMIT``: someone with the service's
+  database rights wrote it) stalls relaying until it expires: nothing can prevent that,
+  but standby instances see it, log it, set ``croupier_relay_lease_stalled`` and report
+  the relay NOT READY (``stalled``) until it is gone.
 - Only what a recorded fact says goes out. For each outbox row the relay reads the event the
   row names (position and hash) as the chain vouches for it (with a signing key: linked row
   by row up to a head this key signed). A settlement result is re-derived from that fact
@@ -38,7 +42,7 @@ import structlog
 
 from croupier import deadletters
 from croupier.bus import DEAD_LETTER_EXCHANGE, UNROUTABLE, Outgoing, Refused, SettlementSink
-from croupier.ledger import Ledger, PendingMessage
+from croupier.ledger import LEASE_LIMIT, Ledger, PendingMessage
 from croupier.ledger.chain import ChainRow, canonical_json
 from croupier.metrics import Metrics
 from croupier.settler import outbox_rule
@@ -68,7 +72,7 @@ class OutboxRelay:
         lease_seconds: float = DEFAULT_LEASE_SECONDS,
         holder: str | None = None,
     ) -> None:
-        assert lease_seconds > 0
+        assert 0 < lease_seconds <= LEASE_LIMIT
         self.ledger = ledger
         self.sink = sink
         self.metrics = metrics
@@ -78,6 +82,7 @@ class OutboxRelay:
         self.holder = holder or instance_name()
         self.active = False
         self.healthy = True
+        self.stalled = False
         self._renewed = 0.0
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()
@@ -122,7 +127,24 @@ class OutboxRelay:
         if held:
             self._renewed = now
         self._activate(held)
+        await self._watch_lease(held)
         return held
+
+    async def _watch_lease(self, held: bool) -> None:
+        """Standing by: whether the lease is held beyond any term Croupier takes."""
+        stalled = False
+        if not held:
+            lease = next((x for x in await self.ledger.leases() if x[0] == RELAY_LEASE), None)
+            stalled = lease is not None and lease[2] > LEASE_LIMIT
+            if stalled and not self.stalled:
+                log.error(
+                    "the relay lease is held beyond any term Croupier takes: nothing relays "
+                    "until it expires; run `croupier verify`",
+                    holder=lease[1] if lease else None,
+                    seconds_left=lease[2] if lease else None,
+                )
+        self.stalled = stalled
+        self.metrics.relay_lease_stalled.set(stalled)
 
     async def relay_once(self) -> int:
         """Publish one page of pending messages; the number taken off the outbox."""

@@ -112,7 +112,7 @@ class Service:
             "broker": self.bus.connected,
             "consumer": self.bus.attached,
             "database": database and self.consumer.healthy,
-            "relay": self.relay.healthy,
+            "relay": self.relay.healthy and not self.relay.stalled,
         }
         self.metrics.ready.set(all(checks.values()))
         return checks

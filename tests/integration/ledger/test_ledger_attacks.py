@@ -638,3 +638,37 @@ async def test_forged_and_edited_dead_letters_are_refused_and_reported(
     assert f"message_id {forged.message_id}: its bytes are not the message rejected" in out
     if role == "owner":
         assert "outbox changed: seq" in out and f"message_id {rule_id}: it differs" in out
+
+
+@pytest.mark.parametrize("role", ["app", "owner"])
+async def test_a_stalled_relay_lease_stops_relaying_visibly_until_it_is_ended(
+    scene: Scene, role: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Availability against the service's credentials is not protected: a lease held far
+    beyond any term Croupier takes stops every relay. It shows: the relay is not active,
+    says the lease is stalled (metric, readiness), verify names the row; once it is ended,
+    relaying resumes with nothing lost."""
+    await scene.attack(
+        role,
+        "INSERT INTO relay_lease (name, holder, expires_at) "
+        "VALUES ('outbox-relay', 'mallory', 'infinity')",
+    )
+    bus, metrics = MemoryBus(), Metrics()
+    got: dict[str, Outgoing] = {}
+    bus.subscribe("#", lambda message: got.__setitem__(message.message_id, message))
+    relay = OutboxRelay(scene.ledger, bus, metrics)
+    assert not await relay.hold()
+    assert relay.stalled and not relay.active
+    assert metrics.registry.get_sample_value("croupier_relay_lease_stalled") == 1
+    assert metrics.registry.get_sample_value("croupier_relay_active") == 0
+    code, out = await scene.cli_verify(capsys)
+    assert code == 1
+    assert "relay_lease forged: outbox-relay holder 'mallory': held for" in out
+    await scene.as_app("UPDATE relay_lease SET expires_at = now() WHERE name = 'outbox-relay'")
+    assert await relay.hold()
+    assert not relay.stalled
+    assert metrics.registry.get_sample_value("croupier_relay_lease_stalled") == 0
+    await relay.drain()
+    assert _bodies(got) == scene.expected
+    code, out = await scene.cli_verify(capsys)
+    assert code == 0, out

@@ -79,8 +79,11 @@ Outbox
 
 Relay lease
     ``hold_lease(name, holder, seconds)`` takes or renews a named lease that expires
-    ``seconds`` after its last renewal, so one of many instances relays the outbox and
-    another takes over within ``seconds`` of the holder's last sign of life.
+    ``seconds`` (at most ``LEASE_LIMIT``) after its last renewal, so one of many instances
+    relays the outbox and another takes over within ``seconds`` of the holder's last sign
+    of life. The lease is not ledger data and protects nothing: whoever may write it (the
+    service role) can stall relaying. A lease held beyond ``LEASE_LIMIT`` was written by no
+    Croupier instance: ``leases()`` shows it, the relay reports it, and ``verify`` names it.
 
 Faults
     Every error the port raises is a ``LedgerError``, except what an adapter's driver
@@ -118,6 +121,8 @@ from croupier.ledger.trust import HEADS_SCANNED, HeadRow, MarkRow, Trust, vouch
 if TYPE_CHECKING:
     from croupier.ledger.batch import Plan
 
+#: The longest term a Croupier instance takes the relay lease for (seconds).
+LEASE_LIMIT: Final = 600.0
 #: Positions one ``vouched`` read covers at most (more are read in further spans).
 VOUCH_SPAN: Final = 20_000
 #: Head rows one ``vouched`` span examines at most (a batch signs one head).
@@ -505,6 +510,10 @@ class Ledger(ABC):
         """Take or renew lease ``name`` for ``seconds``; False while another holds it."""
 
     @abstractmethod
+    async def leases(self) -> list[tuple[str, str, float]]:
+        """Every lease: (name, holder, seconds until it expires, by the database's clock)."""
+
+    @abstractmethod
     async def close(self) -> None:
         """Release connections."""
 
@@ -595,6 +604,7 @@ class Ledger(ABC):
         if public_key is not None:
             await audit.marks(self._mark_page, self._marker_page, page_size)
         await audit.set_aside(self._set_aside_page, page_size)
+        audit.leases(await self.leases(), LEASE_LIMIT)
         return verifier.finish(audit.problems, audit.notes)
 
     async def __aenter__(self) -> Ledger:

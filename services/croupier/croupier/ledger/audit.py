@@ -11,6 +11,8 @@
   ids, and each marker must belong to such a mark that lists its message.
 * Set-aside rows: each must carry this key's signature over its message id and reason;
   the valid ones are listed as notes (what the relay could not publish, and why).
+* Leases: one held beyond the longest term Croupier takes was written by no instance of
+  it, and stalls relaying until it expires.
 """
 
 from __future__ import annotations
@@ -179,6 +181,17 @@ class Audit:
                 )
                 self._flag("outbox_set_aside", "forged", row.position, name, why)
             after = rows[-1][0].id
+
+    def leases(self, leases: Sequence[tuple[str, str, float]], limit: float) -> None:
+        """Flag leases held beyond ``limit`` seconds from now."""
+        for name, holder, left in leases:
+            if left > limit:
+                why = (
+                    f"held for {left:,.0f} s more, beyond any term Croupier takes "
+                    f"({limit:g} s): nothing relays until it expires; end it with "
+                    f"UPDATE relay_lease SET expires_at = now() WHERE name = '{name}'"
+                )
+                self._flag("relay_lease", "forged", 0, f"{name} holder {holder!r}", why)
 
 
 async def _ids(marks: MarkPage, mark: int) -> frozenset[str]:

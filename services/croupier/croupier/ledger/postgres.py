@@ -359,6 +359,15 @@ class PostgresLedger(Ledger):
         return [(SetAsideRow(*row[:5]), _outbox_row(row[5:])) for row in rows]
 
     @_reaching
+    async def leases(self) -> list[tuple[str, str, float]]:
+        rows = await (await self.pool()).fetch(
+            "SELECT name, holder, (extract(epoch FROM expires_at) - extract(epoch FROM now()))"
+            "::float8 "
+            "FROM relay_lease ORDER BY name"
+        )
+        return [(row[0], row[1], row[2]) for row in rows]
+
+    @_reaching
     async def hold_lease(self, name: str, holder: str, seconds: float) -> bool:
         # The database's clock decides, so instances need not agree on the time.
         held = await (await self.pool()).fetchval(

@@ -203,6 +203,10 @@ class SqliteLedger(Ledger):
         rows = await self._read(sql, (after_id, limit))
         return [(SetAsideRow(*row[:5]), _outbox_row(row[5:])) for row in rows]
 
+    async def leases(self) -> list[tuple[str, str, float]]:
+        sql = "SELECT name, holder, expires_at - ? FROM relay_lease ORDER BY name"
+        return [(r[0], r[1], r[2]) for r in await self._read(sql, (time.time(),))]
+
     async def hold_lease(self, name: str, holder: str, seconds: float) -> bool:
         now = time.time()
         row = (name, holder, now + seconds, now)
