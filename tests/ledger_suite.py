@@ -305,6 +305,7 @@ class LedgerSuite:
             "DELETE FROM outbox",
             "DELETE FROM outbox_published",
             "DELETE FROM outbox_set_aside",
+            "DELETE FROM open_floor",
         ],
     )
     async def test_database_refuses_changes(
@@ -313,6 +314,7 @@ class LedgerSuite:
         await ledger.append([append("s", 0, 2)], [message("m1"), message("m2")])
         await ledger.mark_published(["m1"])
         await ledger.set_aside({"m2": "unroutable"})
+        assert await ledger.open_streams("none:", [], 1) == []  # writes a floor row
         with pytest.raises(Exception, match="append-only"):
             await self.raw(ledger_url, statement)
         assert len(await read_everything(ledger)) == 2
@@ -496,6 +498,31 @@ class LedgerSuite:
         await ledger.append([StreamAppend("round:a", 2, [closed]), append("round:c", 0)])
         assert await ledger.open_streams("round:", ["round.settled"], 10) == ["round:b", "round:c"]
         assert await ledger.open_streams("round:", ["round.settled"], 1) == ["round:b"]
+
+    async def test_the_open_search_starts_at_the_floor_it_raises(
+        self, ledger: Ledger, ledger_url: str
+    ) -> None:
+        settled = ["round.settled"]
+        await ledger.append([append("round:a", 0), append("round:b", 0)])  # begin at 1, 2
+        await ledger.append([StreamAppend("round:a", 1, [event(type_="round.settled")])])
+        assert await ledger.open_streams("round:", settled, 10) == ["round:b"]  # floor: 2
+        await ledger.append(
+            [StreamAppend("round:b", 1, [event(type_="round.settled")]), append("round:c", 0)]
+        )  # round:c begins at 5
+        assert await ledger.open_streams("round:", settled, 10) == ["round:c"]  # floor: 5
+        # Nothing below the floor is read again: a floor set above an open stream hides it.
+        scope = "'round:|round.settled'"
+        await self.raw(ledger_url, f"INSERT INTO open_floor (scope, position) VALUES ({scope}, 6)")
+        assert await ledger.open_streams("round:", settled, 10) == []
+        await ledger.append([append("round:d", 0)])  # begins at 6
+        assert await ledger.open_streams("round:", settled, 10) == ["round:d"]
+        # Another scope has a floor of its own.
+        assert await ledger.open_streams("round:", ["round.voided"], 10) == [
+            "round:a",
+            "round:b",
+            "round:c",
+            "round:d",
+        ]
 
     async def test_one_holder_of_a_lease_until_it_expires(self, ledger: Ledger) -> None:
         assert await ledger.hold_lease("relay", "a", 0.5)

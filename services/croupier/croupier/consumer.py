@@ -10,7 +10,10 @@ Guarantees:
   fail is isolated, quarantined the same way, and never blocks the queue.
 - Transient faults (database or broker down) back off and retry without acking; readiness
   is false meanwhile. Nothing is lost: unacked deliveries stay with the broker.
-- Nothing waits forever unseen: between batches (at least every ``sweep_every`` s) events
+- Nothing waits forever unseen: every ``reload_every`` s the open rounds are read back
+  from the ledger (those another instance left open too; a search that starts at the
+  ledger's open floor, so its cost does not grow with the ledger), and between batches
+  (at least every ``sweep_every`` s) events
   held for a gap in ``seq`` longer than ``held_timeout`` are rejected (recorded,
   dead-lettered) and rounds open longer than ``round_timeout`` are voided (recorded, every
   wager refunded through the outbox, counted in ``croupier_rounds_timed_out_total``); the
@@ -81,6 +84,7 @@ class FeedConsumer:
         held_timeout: float = DEFAULT_HELD_TIMEOUT,
         round_timeout: float = DEFAULT_ROUND_TIMEOUT,
         sweep_every: float = 5.0,
+        reload_every: float = 60.0,
     ) -> None:
         self.source = source
         self.settler = settler
@@ -91,9 +95,10 @@ class FeedConsumer:
         self.held_timeout = held_timeout
         self.round_timeout = round_timeout
         self.sweep_every = sweep_every
+        self.reload_every = reload_every
         self.healthy = True
         self._stopping = asyncio.Event()
-        self._swept = time.monotonic()
+        self._swept = self._reloaded = time.monotonic()
 
     async def run(self) -> None:
         """Consume until :meth:`stop`; the batch in hand is always finished first."""
@@ -111,6 +116,9 @@ class FeedConsumer:
         """Time out what waited too long; refresh the held and open gauges."""
         self._swept = time.monotonic()
         try:
+            if self._swept - self._reloaded >= self.reload_every:
+                await self.settler.load_open()  # the ledger's open rounds, from its floor
+                self._reloaded = self._swept
             report = await self.settler.expire(self.held_timeout, self.round_timeout)
         except Exception as error:
             log.warning("timeouts not recorded yet; retrying", error=repr(error))

@@ -244,12 +244,21 @@ class Settler:
         return work.report
 
     async def load_open(self, limit: int = 10_000) -> int:
-        """Bring the ledger's open rounds (up to ``limit``, oldest first) into memory.
+        """Bring the ledger's open rounds (up to ``limit``, oldest first) into memory, those
+        not there yet; the number read. Rounds memory holds as open that the ledger has
+        closed since (another instance closed them) leave it.
 
-        At start, so that rounds left open by an earlier process are seen and time out.
+        At start, and now and then while serving: rounds another process left open, or
+        opened while this one stood by, are seen and time out.
         """
         streams = await self.ledger.open_streams(ROUND_PREFIX, (SETTLED, VOIDED), limit)
-        recorded = await self.ledger.read_streams(streams) if streams else {}
+        if len(streams) < limit:
+            still_open = set(streams)
+            for stream, (state, _, _) in list(self._rounds.items()):
+                if state.status is Status.OPEN and stream not in still_open:
+                    del self._rounds[stream]
+        missing = [stream for stream in streams if stream not in self._rounds]
+        recorded = await self.ledger.read_streams(missing) if missing else {}
         for stream, records in recorded.items():
             _, table_id, round_id = stream.split(":", 2)
             state = Round(table_id, round_id)

@@ -70,12 +70,15 @@ async def test_service_role_may_only_insert_and_select(postgres_database: str) -
         await ledger.mark_published(["m1"])
         assert await ledger.pending_outbox() == []
         assert (await ledger.verify()).ok
+        assert await ledger.open_streams("none:", [], 5) == []  # raises the open floor
+        assert await ledger.open_streams("s", ["x"], 5) == ["s"]
     conn = await asyncpg.connect(as_service)
     try:
         assert await conn.fetchval("SELECT current_user") == "croupier_app"
         for statement in (
             "UPDATE events SET type = 'x'",
             "DELETE FROM outbox_published",
+            "DELETE FROM open_floor",
             "TRUNCATE events",
             "ALTER TABLE events DISABLE TRIGGER USER",
             "DROP TRIGGER events_append_only ON events",

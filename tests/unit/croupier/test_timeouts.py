@@ -225,3 +225,42 @@ async def test_a_round_timing_out_rejects_what_it_holds_before_its_void(ledger: 
     late = f.cards("board", "Ah 7c 2d", seq=9)
     (handled,) = (await settler.handle([Inbound(line(late).encode(), 9)])).handled
     assert (handled.verdict, handled.code) == ("rejected", "after_timeout")
+
+
+async def test_rounds_another_instance_left_open_are_read_back_and_time_out(
+    ledger: Ledger,
+) -> None:
+    """A standby started before the rounds opened: its sweep reads the ledger's open rounds
+    back now and then (from the open floor), forgets those closed elsewhere, and times out
+    the ones left open once it is the only instance left."""
+    stalled, done = RoundFeed(table_id="t-left"), RoundFeed(table_id="t-done")
+    active, standby_settler = Settler(ledger, dead_letters=True), Settler(ledger, dead_letters=True)
+    assert await standby_settler.load_open() == 0
+    metrics = Metrics()
+    standby = FeedConsumer(
+        MemoryBus(), standby_settler, metrics, round_timeout=3600, reload_every=0
+    )
+    first = [stalled.opened(), stalled.bet("a1"), done.opened(), done.bet("a1")]
+    await active.handle([Inbound(line(e).encode(), n) for n, e in enumerate(first, 1)])
+
+    await standby.sweep()
+    assert sorted(r.table_id for r in standby_settler.rounds) == ["t-done", "t-left"]
+    assert gauge(metrics, "croupier_rounds_open") == 2
+    finish = [
+        done.hole("As Ad"),
+        done.cards("dealer", "9c 9d"),
+        done.cards("board", "Ah 7c 2d Ks 4h"),
+        done.completed(),
+    ]
+    report = await active.handle([Inbound(line(e).encode(), n) for n, e in enumerate(finish, 9)])
+    assert len(report.closed) == 1
+    await standby.sweep()
+    assert [r.table_id for r in standby_settler.rounds] == ["t-left"]
+    assert gauge(metrics, "croupier_rounds_open") == 1
+
+    await asyncio.sleep(0.25)
+    standby.round_timeout = 0.2
+    await standby.sweep()
+    (void,) = [r for r in await ledger.read_stream(stream_name("t-left", "r1")) if r.type == VOIDED]
+    assert void.data["code"] == "round_timeout"
+    assert standby_settler.rounds == []

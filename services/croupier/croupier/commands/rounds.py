@@ -1,8 +1,9 @@
 """``croupier rounds --open``: the ledger's open rounds, oldest first, and what each waits for.
 
-Reads the ledger only (every round stream without a settlement or void), so it shows what
-any instance left open, also rounds no running service holds in memory. Each row says when
-the service voids the round (``CROUPIER_ROUND_TIMEOUT`` after its first fact).
+Reads the ledger only (every round stream without a settlement or void, searched from the
+ledger's open floor: rounds begun since the oldest open one, whatever the ledger's size), so
+it shows what any instance left open, also rounds no running service holds in memory. Each
+row says when the service voids the round (``CROUPIER_ROUND_TIMEOUT`` after its first fact).
 """
 
 from __future__ import annotations

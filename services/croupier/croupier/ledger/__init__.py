@@ -457,12 +457,38 @@ class Ledger(ABC):
             found.update((p, chain[p]) for p in group if p in chain)
         return found
 
-    @abstractmethod
     async def open_streams(self, prefix: str, closing: Sequence[str], limit: int) -> list[str]:
         """Streams named ``prefix...`` with no event of a ``closing`` type, oldest first.
 
-        Reads every event of those streams' names (a scan): for start-up and reports.
+        Bounded by the *open floor*: only streams whose first event is at or above the
+        floor of (``prefix``, ``closing``) are read (every stream that began below it was
+        closed when the floor was written, and closed streams stay closed), and each
+        search raises the floor to the first stream it finds open. The cost follows the
+        streams begun since the oldest open one, not the ledger's size. A reader without
+        the right to insert the floor (a read-only role) searches without raising it.
         """
+        scope = f"{prefix}|{','.join(sorted(closing))}"
+        floor, head = await self._open_floor(scope)
+        found = await self._open_above(prefix, closing, floor, head, limit)
+        raised = found[0][1] if found else head + 1
+        if raised > floor:
+            await self._raise_open_floor(scope, raised)
+        return [stream for stream, _ in found]
+
+    @abstractmethod
+    async def _open_floor(self, scope: str) -> tuple[int, int]:
+        """(the floor of ``scope``, 1 when none; the last committed position)."""
+
+    @abstractmethod
+    async def _open_above(
+        self, prefix: str, closing: Sequence[str], floor: int, head: int, limit: int
+    ) -> list[tuple[str, int]]:
+        """(stream, first position) of the open ``prefix`` streams that began in
+        ``floor..head``, by first position, at most ``limit``."""
+
+    @abstractmethod
+    async def _raise_open_floor(self, scope: str, position: int) -> None:
+        """Record a higher floor (a read-only role: nothing, no error)."""
 
     async def set_aside(self, reasons: Mapping[str, str]) -> None:
         """Set messages aside (message_id -> why): recorded with the reason (signed, with a

@@ -28,6 +28,7 @@ an instance hanging. Each limit can be set in the URL's query, e.g.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 from collections.abc import Iterable, Sequence
@@ -320,15 +321,39 @@ class PostgresLedger(Ledger):
         self._floor.marked(ids)
 
     @_reaching
-    async def open_streams(self, prefix: str, closing: Sequence[str], limit: int) -> list[str]:
+    async def _open_floor(self, scope: str) -> tuple[int, int]:
+        pool = await self.pool()
+        head = int(await pool.fetchval("SELECT coalesce(max(position), 0) FROM events"))
+        try:
+            floor = await pool.fetchval(
+                "SELECT coalesce(max(position), 1) FROM open_floor WHERE scope = $1", scope
+            )
+        except asyncpg.InsufficientPrivilegeError:
+            return 1, head  # a role that may read the events only: the whole search
+        return int(floor), head
+
+    async def _open_above(
+        self, prefix: str, closing: Sequence[str], floor: int, head: int, limit: int
+    ) -> list[tuple[str, int]]:
         rows = await (await self.pool()).fetch(
-            "SELECT stream FROM events WHERE starts_with(stream, $1) GROUP BY stream "
-            "HAVING NOT bool_or(type = ANY($2::text[])) ORDER BY min(position) LIMIT $3",
+            "SELECT e.stream, e.position FROM events e "
+            "WHERE e.version = 1 AND e.position BETWEEN $2 AND $3 AND starts_with(e.stream, $1) "
+            "AND NOT EXISTS (SELECT FROM events c "
+            "WHERE c.stream = e.stream AND c.type = ANY($4::text[])) "
+            "ORDER BY e.position LIMIT $5",
             prefix,
+            floor,
+            head,
             list(closing),
             limit,
         )
-        return [r[0] for r in rows]
+        return [(r[0], int(r[1])) for r in rows]
+
+    async def _raise_open_floor(self, scope: str, position: int) -> None:
+        with contextlib.suppress(asyncpg.InsufficientPrivilegeError):
+            await (await self.pool()).execute(
+                "INSERT INTO open_floor (scope, position) VALUES ($1, $2)", scope, position
+            )
 
     @_reaching
     async def _record_set_aside(

@@ -178,14 +178,30 @@ class SqliteLedger(Ledger):
         """Run ``work`` on the read connection in a worker thread."""
         return await self._reader.run(work)
 
-    async def open_streams(self, prefix: str, closing: Sequence[str], limit: int) -> list[str]:
+    async def _open_floor(self, scope: str) -> tuple[int, int]:
+        sql = (
+            "SELECT (SELECT coalesce(max(position), 1) FROM open_floor WHERE scope = ?), "
+            "(SELECT coalesce(max(position), 0) FROM events)"
+        )
+        ((floor, head),) = await self._read(sql, (scope,))
+        return int(floor), int(head)
+
+    async def _open_above(
+        self, prefix: str, closing: Sequence[str], floor: int, head: int, limit: int
+    ) -> list[tuple[str, int]]:
         marks = ",".join("?" * len(closing)) or "NULL"
         sql = (
-            "SELECT stream FROM events WHERE substr(stream, 1, ?) = ? GROUP BY stream "
-            f"HAVING SUM(type IN ({marks})) = 0 ORDER BY MIN(position) LIMIT ?"
+            "SELECT e.stream, e.position FROM events e INDEXED BY events_stream_begins "
+            "WHERE e.version = 1 AND e.position BETWEEN ? AND ? "
+            "AND substr(e.stream, 1, ?) = ? AND NOT EXISTS (SELECT 1 FROM events c "
+            f"WHERE c.stream = e.stream AND c.type IN ({marks})) ORDER BY e.position LIMIT ?"
         )
-        rows = await self._read(sql, (len(prefix), prefix, *closing, limit))
-        return [r[0] for r in rows]
+        rows = await self._read(sql, (floor, head, len(prefix), prefix, *closing, limit))
+        return [(r[0], int(r[1])) for r in rows]
+
+    async def _raise_open_floor(self, scope: str, position: int) -> None:
+        sql = "INSERT INTO open_floor (scope, position) VALUES (?, ?)"
+        await self._writer.run(lambda conn: _write(conn, sql, [(scope, position)]))
 
     async def _record_set_aside(
         self, rows: Sequence[tuple[str, str, str | None, str | None]]
