@@ -230,7 +230,7 @@ class FeedConsumer:
         for handled in report.handled:
             if handled.ref:
                 consumed[handled.event_type or "malformed"] += 1
-            if handled.verdict == "rejected":
+            if handled.verdict == "rejected" and handled.new:  # as the ledger records them
                 rejected[handled.code or "rejected"] += 1
                 _log_rejection(handled)
         for event_type, count in consumed.items():

@@ -16,7 +16,7 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from contract.codes import RejectionCode
@@ -73,6 +73,11 @@ class Handled:
     event_type: str | None = None
     code: str | None = None
     reason: str | None = None
+    #: The key of the fact keeping a refused message (the same bytes always have the same).
+    kept: str | None = None
+    #: False for a rejection the ledger held already (the same bytes again, or redelivered
+    #: after a reconnect lost the ack): rejected all the same, but not a new one to count.
+    new: bool = True
 
 
 #: A settlement result as the JSON body wallets receive (a valid ``SettlementResult``).
@@ -318,7 +323,7 @@ class Settler:
         fact = _raw_rejection(message.body, RejectionCode.POISON, reason, None)
         event = NewEvent(fact.type, fact.data, fact.key)
         letters = [self._letter(fact.key, message, RejectionCode.POISON, reason)]
-        await self.ledger.append(
+        _, written = await self.ledger.append_with_new_keys(
             [StreamAppend(REJECTIONS_STREAM, None, [event])], letters if self.dead_letters else []
         )
         ids = context_ids(message.body)
@@ -330,6 +335,7 @@ class Settler:
             ids.get("round_id"),
             code=RejectionCode.POISON,
             reason=reason,
+            new=bool(written),
         )
 
     def forget(self) -> None:
@@ -342,13 +348,22 @@ class Settler:
     def _keep_malformed(self, message: Inbound, error: ContractError, work: Decided) -> Handled:
         """Record a message the contract refuses in the rejections stream (once per batch)."""
         fact = _raw_rejection(message.body, error.code, str(error), error.event_id)
-        if fact.key not in work.raw_rejections:  # the same bytes twice in a batch: kept once
+        new = fact.key not in work.raw_rejections  # the same bytes twice: kept once
+        if new:
             work.raw_rejections.add(fact.key)
             work.add(REJECTIONS_STREAM, fact, expected=None)
         if self.dead_letters:
             letter = self._letter(fact.key, message, error.code, str(error))
             work.letters[letter.message_id] = letter
-        return Handled(message.ref, "rejected", error.event_id, code=error.code, reason=str(error))
+        return Handled(
+            message.ref,
+            "rejected",
+            error.event_id,
+            code=error.code,
+            reason=str(error),
+            kept=fact.key,
+            new=new,
+        )
 
     def _letter(self, key: str, message: Inbound, code: str, reason: str) -> OutboxMessage:
         return dead_letter(key, message.body, message.routing_key, message.message_id, code, reason)
@@ -475,7 +490,14 @@ class Settler:
                 appends += [StreamAppend(stream, None, [event]) for event in events]
             else:
                 appends.append(StreamAppend(stream, expected, events))
-        recorded = await self.ledger.append(appends, [*work.outbox, *work.letters.values()])
+        outbox = [*work.outbox, *work.letters.values()]
+        recorded, written = await self.ledger.append_with_new_keys(appends, outbox)
+        # A refused message recorded before (redelivered after a reconnect lost its ack) is
+        # not written again, and is not a new rejection to count.
+        work.report.handled = [
+            replace(h, new=False) if h.kept and h.kept not in written else h
+            for h in work.report.handled
+        ]
         closed = [r for r in recorded if r.type in (SETTLED, VOIDED)]
         work.report.closed = closed
         work.report.results = [

@@ -15,6 +15,7 @@ import pytest
 from aio_pika.exceptions import AMQPError
 from private_services import PrivateRabbitMQ
 from service_harness import (
+    TABLES,
     Wallet,
     assert_one_closure_per_round,
     eventually,
@@ -28,9 +29,12 @@ from service_harness import (
     studio_feed,
 )
 
+from croupier.deadletters import DEAD_LETTERED
 from croupier.ledger import open_ledger
+from croupier.round import REJECTED
 from croupier.service import Service
-from studio.feed import FeedMessage
+from studio.config import Faults, StudioConfig, parse_table_specs
+from studio.feed import FeedMessage, simulate
 from studio.publisher import publish
 
 pytestmark = pytest.mark.integration
@@ -124,3 +128,49 @@ async def test_the_service_recovers_when_the_broker_drops_its_connection(
     service: Service, private_rabbitmq: PrivateRabbitMQ, postgres_database: str
 ) -> None:
     await _play_through(service, private_rabbitmq, postgres_database, "close", "dropped")
+
+
+def _counted(service: Service, metric: str) -> float:
+    """The sum over labels of one of the service's counters."""
+    counter = getattr(service.metrics, metric)
+    return sum(s.value for m in counter.collect() for s in m.samples if s.name.endswith("_total"))
+
+
+async def test_rejections_counted_are_the_rejections_recorded_after_a_broker_restart(
+    service: Service, private_rabbitmq: PrivateRabbitMQ, postgres_database: str
+) -> None:
+    """Torn lines, wrong calls and late bets; the broker restarts while they are consumed,
+    and the studio sends the whole feed again after: every rejection the ledger records is
+    counted once, none that it already held is counted again."""
+    url = private_rabbitmq.url
+    config = StudioConfig(
+        tables=parse_table_specs(list(TABLES), prefix="rejects"),
+        rounds=30,
+        seed=13,
+        faults=Faults(malformed=0.3, wrong_call=0.2, late_bet=0.2, redelivery=0.2),
+    )
+    messages = list(simulate(config))
+    wallet = Wallet(url)
+    await publish_when_up(messages, url)
+
+    async def not_ready() -> bool:
+        status, text = await readyz(service)
+        return status == 503 and "broker: NOT READY" in text
+
+    async def ready() -> bool:
+        return (await readyz(service))[0] == 200
+
+    await restart_broker(private_rabbitmq, lambda: eventually(not_ready, 30, "broker down"))
+    await eventually(ready, 90, "the service is ready again after the broker came back")
+    await publish_when_up(messages, url)  # everything again, torn lines included
+    await wallet.wait_for(expected_results(played_tables(messages)), timeout=120)
+
+    async def all_consumed() -> bool:
+        return _counted(service, "consumed") >= 2 * len(messages)
+
+    await eventually(all_consumed, 60, "every message consumed twice")
+    recorded = [
+        e for e in await ledger_events(postgres_database) if e.type in (REJECTED, DEAD_LETTERED)
+    ]
+    assert len(recorded) > 10, "the feed has rejections to count"
+    assert _counted(service, "rejected") == len(recorded)

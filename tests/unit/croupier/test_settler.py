@@ -318,6 +318,21 @@ async def test_a_malformed_message_repeated_in_and_across_batches_is_kept_once(
     assert [r.data["raw"] for r in kept] == [first, second]
 
 
+async def test_a_rejection_the_ledger_holds_already_is_not_a_new_one(ledger: Ledger) -> None:
+    """Rejected every time, new (to count) only when this handling recorded it: the same bytes
+    twice in a batch, and again after a reconnect lost the ack, are one rejection."""
+    first, second = "{not json", "[1, 2]"
+    report = await Settler(ledger).handle(inbound([first, first]))
+    assert [(h.verdict, h.new) for h in report.handled] == [("rejected", True), ("rejected", False)]
+    redelivered = await Settler(ledger).handle(inbound([second, first]))  # a new process
+    assert [(h.verdict, h.new) for h in redelivered.handled] == [
+        ("rejected", True),
+        ("rejected", False),
+    ]
+    new = sum(h.new for r in (report, redelivered) for h in r.handled if h.verdict == "rejected")
+    assert new == len(await ledger.read_stream(REJECTIONS_STREAM)) == 2
+
+
 async def test_settled_rounds_leave_memory_once_committed_and_open_ones_stay(
     ledger: Ledger,
 ) -> None:

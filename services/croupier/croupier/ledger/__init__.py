@@ -352,11 +352,18 @@ class Ledger(ABC):
         Which keys were new is decided inside the append transaction, so of any number of
         processes appending the same event, exactly one gets it back: what to count once.
         """
-        if not appends:
-            return []
-        plan = await self._append(appends, ())
-        written = {row.key for row in plan.rows}
-        return [record for record in plan.results if record.key in written]
+        records, written = await self.append_with_new_keys(appends)
+        return [record for record in records if record.key in written]
+
+    async def append_with_new_keys(
+        self, appends: Sequence[StreamAppend], outbox: Sequence[OutboxMessage] = ()
+    ) -> tuple[list[RecordedEvent], frozenset[str]]:
+        """What :meth:`append` returns, and the keys of the events this call wrote (decided
+        inside the append transaction, as :meth:`append_new` has it)."""
+        if not appends and not outbox:
+            return [], frozenset()
+        plan = await self._append(appends, outbox)
+        return plan.results, frozenset(row.key for row in plan.rows)
 
     @abstractmethod
     async def _append(
