@@ -6,6 +6,12 @@ exports the integrity figures. Debian's ``prometheus`` scrapes both every second
 ``deploy/prometheus/rules.yml`` (group intervals shortened to a second). Every query of every
 panel of the dashboard must answer without error and with data: a panel a compliance officer
 reads must never be empty.
+
+Before the first round, the hold series (wagered, returned and refunded per game, pay table,
+spot and currency) and the integrity series are already scraped at zero for every pay table
+the service knows: a label set that appeared only at its first increment would lose that
+increment to ``increase()``, and the Prometheus hold of a period would not reconcile with the
+ledger.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from service_harness import (
 )
 
 from croupier.ledger import open_ledger
+from holdem import Game, Spot, load_paytable, paytable_ids
 from studio.config import Faults, StudioConfig, parse_table_specs
 from studio.feed import FeedMessage, simulate
 from studio.publisher import publish
@@ -160,6 +167,47 @@ def _panel_queries() -> list[tuple[str, str]]:
     return out
 
 
+def _hold_labels() -> set[tuple[str, str, str, str]]:
+    """Every (game, pay table, spot, currency) a hold series exists for: every spot a pay
+    table offers and every play wager of its game, in euros (the configured currency)."""
+    plays = {
+        Game.CASINO_HOLDEM: (Spot.ANTE, Spot.CALL),
+        Game.TEXAS_HOLDEM_PLUS: (Spot.ANTE, Spot.CALL, Spot.FLOP_BET, Spot.TURN_BET),
+    }
+    out = set()
+    for name in paytable_ids():
+        table = load_paytable(name)
+        for spot in {s for s in Spot if table.offers(s)} | set(plays[table.game]):
+            out.add((str(table.game), table.id, str(spot), "EUR"))
+    return out
+
+
+def _scraped(port: int, metric: str, labels: tuple[str, ...]) -> dict[tuple[str, ...], float]:
+    answer = _query(port, metric)
+    if answer.get("status") != "success":
+        return {}
+    return {
+        tuple(r["metric"].get(name, "") for name in labels): float(r["value"][1])
+        for r in answer["data"]["result"]
+    }
+
+
+def _missing_from_start(port: int) -> list[str]:
+    """Hold and integrity series that a scrape before any round does not show at zero."""
+    problems = []
+    hold = _hold_labels()
+    for metric in ("wagered", "returned", "refunded"):
+        name = f"croupier_{metric}_minor_units_total"
+        got = _scraped(port, name, ("game", "paytable", "spot", "currency"))
+        problems += [f"{name}{labels}: absent" for labels in sorted(hold - got.keys())]
+        problems += [f"{name}{k}: {v} before any round" for k, v in got.items() if v]
+    tables = {(game, paytable, currency) for game, paytable, _, currency in hold}
+    name = "croupier_integrity_rounds_total"
+    got = _scraped(port, name, ("game", "paytable", "currency"))
+    problems += [f"{name}{labels}: absent" for labels in sorted(tables - got.keys())]
+    return problems
+
+
 def _problems(port: int) -> list[str]:
     problems = []
     for title, expr in _panel_queries():
@@ -187,6 +235,16 @@ async def test_every_dashboard_query_answers_with_data(
                 _projector(postgres_database, projector_port, tmp_path),
                 _prometheus(tmp_path, service.http_port, projector_port) as port,
             ):
+                before: list[str] = []
+
+                async def from_start() -> bool:
+                    before[:] = await asyncio.to_thread(_missing_from_start, port)
+                    return not before
+
+                try:
+                    await eventually(from_start, 60, "hold series from start-up", every=1)
+                except AssertionError:
+                    raise AssertionError("\n".join(before)) from None
                 assert await publish(messages, amqp_vhost) == len(messages)
                 await wallet.wait_for(expected, timeout=180)
                 last: list[str] = []
