@@ -491,7 +491,8 @@ class Ledger(ABC):
         self, prefix: str, closing: Sequence[str], floor: int, head: int, limit: int
     ) -> list[tuple[str, int]]:
         """(stream, first position) of the open ``prefix`` streams that began in
-        ``floor..head``, by first position, at most ``limit``."""
+        ``floor..head``, by first position, at most ``limit``: one pass over those
+        positions, whatever lies below."""
 
     @abstractmethod
     async def _raise_open_floor(self, scope: str, position: int) -> None:

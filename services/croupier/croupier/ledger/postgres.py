@@ -335,12 +335,13 @@ class PostgresLedger(Ledger):
     async def _open_above(
         self, prefix: str, closing: Sequence[str], floor: int, head: int, limit: int
     ) -> list[tuple[str, int]]:
+        # One pass over the positions floor..head (the primary key's range): a stream that
+        # began there has every later event, its closing one included, there too.
         rows = await (await self.pool()).fetch(
-            "SELECT e.stream, e.position FROM events e "
-            "WHERE e.version = 1 AND e.position BETWEEN $2 AND $3 AND starts_with(e.stream, $1) "
-            "AND NOT EXISTS (SELECT FROM events c "
-            "WHERE c.stream = e.stream AND c.type = ANY($4::text[])) "
-            "ORDER BY e.position LIMIT $5",
+            "SELECT stream, min(position) AS began FROM events "
+            "WHERE position BETWEEN $2 AND $3 AND starts_with(stream, $1) GROUP BY stream "
+            "HAVING min(version) = 1 AND NOT bool_or(type = ANY($4::text[])) "
+            "ORDER BY began LIMIT $5",
             prefix,
             floor,
             head,

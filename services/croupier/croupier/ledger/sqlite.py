@@ -190,11 +190,10 @@ class SqliteLedger(Ledger):
         self, prefix: str, closing: Sequence[str], floor: int, head: int, limit: int
     ) -> list[tuple[str, int]]:
         marks = ",".join("?" * len(closing)) or "NULL"
-        sql = (
-            "SELECT e.stream, e.position FROM events e INDEXED BY events_stream_begins "
-            "WHERE e.version = 1 AND e.position BETWEEN ? AND ? "
-            "AND substr(e.stream, 1, ?) = ? AND NOT EXISTS (SELECT 1 FROM events c "
-            f"WHERE c.stream = e.stream AND c.type IN ({marks})) ORDER BY e.position LIMIT ?"
+        sql = (  # one pass over the positions floor..head, as on PostgreSQL
+            "SELECT stream, MIN(position) AS began FROM events "
+            "WHERE position BETWEEN ? AND ? AND substr(stream, 1, ?) = ? GROUP BY stream "
+            f"HAVING MIN(version) = 1 AND SUM(type IN ({marks})) = 0 ORDER BY began LIMIT ?"
         )
         rows = await self._read(sql, (floor, head, len(prefix), prefix, *closing, limit))
         return [(r[0], int(r[1])) for r in rows]

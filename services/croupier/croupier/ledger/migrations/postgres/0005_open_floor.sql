@@ -14,8 +14,5 @@ CREATE INDEX open_floor_scope_position ON open_floor (scope, position);
 CREATE TRIGGER open_floor_append_only BEFORE UPDATE OR DELETE OR TRUNCATE
     ON open_floor FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();
 
--- The first event of every stream, by position: what the search above the floor reads.
-CREATE INDEX events_stream_begins ON events (position) WHERE version = 1;
-
 REVOKE ALL ON open_floor FROM PUBLIC;
 GRANT SELECT, INSERT ON open_floor TO croupier_app;

@@ -1,6 +1,6 @@
 -- Where the search for open streams starts (see the PostgreSQL migration): every stream of
 -- ``scope`` whose first event is below ``position`` was closed when the row was written.
--- Insert-only. And the first event of every stream, by position.
+-- Insert-only.
 
 CREATE TABLE open_floor (
     scope       TEXT    NOT NULL,
@@ -14,5 +14,3 @@ BEGIN SELECT RAISE(ABORT, 'ledger table open_floor is append-only: UPDATE refuse
 
 CREATE TRIGGER open_floor_no_delete BEFORE DELETE ON open_floor
 BEGIN SELECT RAISE(ABORT, 'ledger table open_floor is append-only: DELETE refused'); END;
-
-CREATE INDEX events_stream_begins ON events (position) WHERE version = 1;
