@@ -16,7 +16,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
-from croupier.ledger import NewEvent, OutboxMessage, StreamAppend, open_ledger
+from croupier.facts import Fact
+from croupier.ledger import OutboxMessage, StreamAppend, open_ledger
 from croupier.urls import mask_url
 
 EVENTS = 100_000
@@ -46,9 +47,9 @@ def make_batches(events: int = EVENTS, batch: int = BATCH) -> list[Batch]:
     return batches
 
 
-def _event(round_id: str, n: int) -> NewEvent:
+def _event(round_id: str, n: int) -> Fact:
     data = {"bet_id": f"b{n}", "player_id": "p1", "spot": "ante", "amount": 500, "currency": "EUR"}
-    return NewEvent("wager.accepted" if n < 2 else "bet.settled", data, f"{round_id}:{n}")
+    return Fact("wager.accepted" if n < 2 else "bet.settled", data, f"{round_id}:{n}")
 
 
 async def measure(url: str, batches: list[Batch]) -> float:

@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
+from croupier.facts import Fact
 from croupier.ledger import (
     IdempotencyConflict,
     Ledger,
     LedgerTampered,
     LedgerUnavailable,
-    NewEvent,
     OutboxMessage,
     RecordedEvent,
     StreamAppend,
@@ -32,9 +32,9 @@ from croupier.ledger.chain import GENESIS_HASH, format_timestamp, row_hash
 _keys = itertools.count(1)
 
 
-def event(key: str | None = None, type_: str = "wager.accepted", **data: Any) -> NewEvent:
+def event(key: str | None = None, type_: str = "wager.accepted", **data: Any) -> Fact:
     """A new event; a fresh key unless one is given."""
-    return NewEvent(type_, data or {"amount": 100, "currency": "EUR"}, key or f"k{next(_keys)}")
+    return Fact(type_, data or {"amount": 100, "currency": "EUR"}, key or f"k{next(_keys)}")
 
 
 def append(stream: str, expected: int | None, count: int = 1) -> StreamAppend:
@@ -111,7 +111,7 @@ class LedgerSuite:
         }
         body = {"note": data["name"], "returned": 200}
         await ledger.append(
-            [StreamAppend("s", 0, [NewEvent("t", data, "k")])],
+            [StreamAppend("s", 0, [Fact("t", data, "k")])],
             [OutboxMessage("m1", "croupier.settlements", "EUR.p1", body, "k")],
         )
         assert (await ledger.read_stream("s"))[0].data == data

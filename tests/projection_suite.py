@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from croupier.ledger import Ledger, NewEvent, RecordedEvent, StreamAppend, open_ledger
+from croupier.facts import Fact
+from croupier.ledger import Ledger, RecordedEvent, StreamAppend, open_ledger
 from croupier.projection import (
     Changes,
     CheckpointMoved,
@@ -268,7 +269,7 @@ class ProjectionSuite:
         await projector.setup()
         stop = asyncio.Event()
         following = asyncio.create_task(projector.follow(stop, idle=0.05))
-        await ledger.append([StreamAppend("s", 0, [NewEvent("t", {"n": 1}, "k1")])])
+        await ledger.append([StreamAppend("s", 0, [Fact("t", {"n": 1}, "k1")])])
         for _ in range(100):
             if (await projector.store.checkpoints([CountingProjection()]))["event_counts"] == 1:
                 break

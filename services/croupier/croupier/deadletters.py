@@ -37,16 +37,10 @@ from croupier.bus import (
     Outgoing,
     Parked,
 )
-from croupier.ledger import (
-    Ledger,
-    NewEvent,
-    OutboxMessage,
-    PendingMessage,
-    RecordedEvent,
-    StreamAppend,
-)
+from croupier.facts import Fact
+from croupier.ledger import Ledger, OutboxMessage, PendingMessage, RecordedEvent, StreamAppend
 from croupier.ledger.chain import ChainRow
-from croupier.round import REJECTED, snapshot
+from croupier.round import REJECTED, received
 
 #: The ledger stream and fact type of what the broker itself dead-lettered.
 DEAD_LETTERS_STREAM: Final = "dead-letters"
@@ -147,13 +141,13 @@ def _rejected_bytes(key: str, data: Mapping[str, Any], raw: bytes) -> bool:
         return key.rpartition(":")[2] == hashlib.sha256(raw).hexdigest()
     if "fingerprint" in data:  # a rule rejection: the event's fingerprint
         try:
-            return bool(snapshot(parse_event(raw)).digest == data["fingerprint"])
+            return bool(received(parse_event(raw)).digest == data["fingerprint"])
         except ContractError:
             return False
     return False
 
 
-def broker_fact(parked: Parked) -> NewEvent:
+def broker_fact(parked: Parked) -> Fact:
     """The ledger fact of a message the broker dead-lettered: its bytes, where and why.
 
     Keyed by where, why and how often it died, then the body's SHA-256: the same copy
@@ -180,7 +174,7 @@ def broker_fact(parked: Parked) -> NewEvent:
             "is fixed"
         ),
     }
-    return NewEvent(DEAD_LETTERED, data, f"dead-lettered:{place}:{parked.count}:{digest}")
+    return Fact(DEAD_LETTERED, data, f"dead-lettered:{place}:{parked.count}:{digest}")
 
 
 def _event_id(body: bytes) -> str | None:

@@ -40,10 +40,11 @@ from typing import Final
 
 import structlog
 
+from contract.canonical import canonical_json
 from croupier import deadletters
 from croupier.bus import DEAD_LETTER_EXCHANGE, UNROUTABLE, Outgoing, Refused, SettlementSink
 from croupier.ledger import LEASE_LIMIT, Ledger, PendingMessage
-from croupier.ledger.chain import ChainRow, canonical_json
+from croupier.ledger.chain import ChainRow
 from croupier.metrics import Metrics
 from croupier.settler import outbox_rule
 

@@ -38,6 +38,7 @@ from enum import StrEnum
 from typing import Any, Final
 
 import holdem
+from contract.canonical import Encoded
 from contract.codes import RejectionCode
 from contract.feed import (
     MAX_REASON_LENGTH,
@@ -54,7 +55,7 @@ from contract.feed import (
     Target,
     parse_event,
 )
-from croupier.ledger.chain import canonical_json
+from croupier.facts import Fact
 from holdem import PayTable, Spot, Stage
 from holdem.schedule import (
     PLAY_SPOTS,
@@ -98,17 +99,6 @@ class Rejection(Exception):
 
 
 @dataclass(frozen=True, slots=True)
-class Fact:
-    """Something to record in the round's stream: its type, data and idempotency key."""
-
-    type: str
-    data: Mapping[str, Any]
-    key: str
-    #: ``data`` as the JSON text the ledger records, when already encoded.
-    encoded: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
 class PlacedBet:
     """A wager in the round: a placed bet or a play wager made by a decision."""
 
@@ -121,38 +111,24 @@ class PlacedBet:
 
 
 @dataclass(frozen=True, slots=True)
-class Snapshot:
-    """An event with its JSON form, canonical text and digest, computed once per delivery."""
+class Received:
+    """A feed event as received: its JSON form (with its canonical text) and fingerprint,
+    worked out once per delivery."""
 
     event: FeedEvent
-    dump: dict[str, Any]
-    text: str
+    dump: Encoded
     digest: str
 
     def fact(self, type_: str, key: str, **extra: Any) -> Fact:
         """A fact recording this event, with ``extra`` data beside it."""
-        data = {"event": self.dump, "fingerprint": self.digest, **extra}
-        return Fact(type_, data, key, self._encode(extra))
-
-    def _encode(self, extra: dict[str, Any]) -> str:
-        # canonical_json of the fact, splicing in the event's text rather than encoding the
-        # event a second time (keys sort as: ..., "event", "fingerprint", ...).
-        middle = f'"event":{self.text},"fingerprint":"{self.digest}"'
-        if not extra:
-            return "{" + middle + "}"
-        before = {k: v for k, v in extra.items() if k < "event"}
-        after = {k: v for k, v in extra.items() if k > "fingerprint"}
-        assert len(before) + len(after) == len(extra), "extra data shadows the event"
-        head = canonical_json(before)[:-1] + "," if before else "{"
-        tail = "," + canonical_json(after)[1:] if after else "}"
-        return head + middle + tail
+        assert not extra.keys() & {"event", "fingerprint"}, "extra data shadows the event"
+        return Fact(type_, {"event": self.dump, "fingerprint": self.digest, **extra}, key)
 
 
-def snapshot(event: FeedEvent) -> Snapshot:
-    """The event with its JSON form, its canonical JSON text and its fingerprint."""
-    dump = event.model_dump(mode="json")
-    text = canonical_json(dump)
-    return Snapshot(event, dump, text, hashlib.sha256(text.encode()).hexdigest()[:32])
+def received(event: FeedEvent) -> Received:
+    """The event with its JSON form and its fingerprint (a digest of its canonical text)."""
+    dump = Encoded(event.model_dump(mode="json"))
+    return Received(event, dump, hashlib.sha256(dump.text.encode()).hexdigest()[:32])
 
 
 def stream_name(table_id: str, round_id: str) -> str:
@@ -209,33 +185,33 @@ class Round:
 
         The facts are already applied to this round when it returns.
         """
-        snap = snapshot(event)
+        arrival = received(event)
         known = self.seen.get(event.event_id)
-        if known == snap.digest:
+        if known == arrival.digest:
             return []
         if known is not None:
             reason = f"event_id {event.event_id} was already used for an event with other content"
-            return self._refuse(snap, RejectionCode.REUSED_EVENT_ID, reason)
+            return self._refuse(arrival, RejectionCode.REUSED_EVENT_ID, reason)
         if self.timed_out:
             reason = (
                 f"round {self.round_id} on table {self.table_id} was voided by Croupier: it "
                 "stayed open past the round timeout, and every wager was refunded"
             )
-            return self._refuse(snap, RejectionCode.AFTER_TIMEOUT, reason)
+            return self._refuse(arrival, RejectionCode.AFTER_TIMEOUT, reason)
         if event.seq < self.next_seq or event.seq in self.held:
             reason = f"seq {event.seq} of round {self.round_id} is already taken by another event"
-            return self._refuse(snap, RejectionCode.SEQ_TAKEN, reason)
+            return self._refuse(arrival, RejectionCode.SEQ_TAKEN, reason)
         if event.seq > self.next_seq and self.status is not Status.OPEN:
             # Nothing is held for a closed round: it would wait for a gap that never fills.
             reason = f"round {self.round_id} is already {self.status}"
-            return self._refuse(snap, RejectionCode.ROUND_CLOSED, reason)
+            return self._refuse(arrival, RejectionCode.ROUND_CLOSED, reason)
         if event.seq > self.next_seq:
-            held = snap.fact(HELD, f"{event.event_id}:held")
+            held = arrival.fact(HELD, f"{event.event_id}:held")
             return [self._record(held, event)]
-        facts = [self._record(self._decide(snap, meters), event)]
+        facts = [self._record(self._decide(arrival, meters), event)]
         while self.next_seq in self.held:
             waiting = self.held[self.next_seq]
-            decided = self._decide(snapshot(waiting), meters)
+            decided = self._decide(received(waiting), meters)
             facts.append(self._record(decided, waiting))
         return facts
 
@@ -248,7 +224,7 @@ class Round:
         )
         held = [self.held[seq] for seq in sorted(self.held)]
         self.held_since = None
-        return [self._record(_rejected(snapshot(e), code, reason, uses_seq=False), e) for e in held]
+        return [self._record(_rejected(received(e), code, reason, uses_seq=False), e) for e in held]
 
     def time_out(self, seconds: float, now: float, waiting_for: str) -> Fact:
         """Void this opened round: still open after ``seconds`` at ``now`` (wall clock).
@@ -272,7 +248,7 @@ class Round:
             payload=RoundVoidedPayload(reason=reason),
         )
         extra = {"code": RejectionCode.ROUND_TIMEOUT, "waiting_for": waiting_for}
-        return self._record(self._void(event, snapshot(event), extra), event)
+        return self._record(self._void(event, received(event), extra), event)
 
     def abandon(self) -> list[Fact]:
         """Reject what a round that never opened holds (its feed ended without seq 1)."""
@@ -282,34 +258,34 @@ class Round:
         )
         return [
             self._record(
-                _rejected(snapshot(e), RejectionCode.NEVER_OPENED, reason, uses_seq=False), e
+                _rejected(received(e), RejectionCode.NEVER_OPENED, reason, uses_seq=False), e
             )
             for e in [self.held[seq] for seq in sorted(self.held)]
         ]
 
-    def _refuse(self, snap: Snapshot, code: RejectionCode, reason: str) -> list[Fact]:
+    def _refuse(self, arrival: Received, code: RejectionCode, reason: str) -> list[Fact]:
         """Reject an event without using up its ``seq``."""
-        return [self._record(_rejected(snap, code, reason, uses_seq=False), snap.event)]
+        return [self._record(_rejected(arrival, code, reason, uses_seq=False), arrival.event)]
 
     def _record(self, fact: Fact, event: FeedEvent) -> Fact:
         self._apply(fact, event)
         return fact
 
-    def _decide(self, snap: Snapshot, meters: MeterReader) -> Fact:
-        event = snap.event
+    def _decide(self, arrival: Received, meters: MeterReader) -> Fact:
+        event = arrival.event
         try:
             self._check(event)
             if event.event_type is EventType.ROUND_COMPLETED:
-                return self._settle(snap, meters)
+                return self._settle(arrival, meters)
             if type(event) is RoundVoided:
-                return self._void(event, snap)
+                return self._void(event, arrival)
         except Rejection as rejection:
-            return _rejected(snap, rejection.code, str(rejection), uses_seq=True)
+            return _rejected(arrival, rejection.code, str(rejection), uses_seq=True)
         key = f"{event.event_id}:accepted"
         if type(event) is RoundOpened:
             table = holdem.load_paytable(event.payload.paytable)
-            return snap.fact(ACCEPTED, key, paytable=_paytable_data(table))
-        return snap.fact(ACCEPTED, key)
+            return arrival.fact(ACCEPTED, key, paytable=_paytable_data(table))
+        return arrival.fact(ACCEPTED, key)
 
     def _check(self, event: FeedEvent) -> None:
         if type(event) is RoundOpened:
@@ -473,7 +449,7 @@ class Round:
 
     # -- settling --------------------------------------------------------------------------
 
-    def _settle(self, snap: Snapshot, meters: MeterReader) -> Fact:
+    def _settle(self, arrival: Received, meters: MeterReader) -> Fact:
         table = self._table
         deal = holdem.Deal(
             boxes={box: (cards[0], cards[1]) for box, cards in self.hole.items()},
@@ -491,9 +467,9 @@ class Round:
             if settled.meter is not None:
                 movements.append({"currency": currency, **_movement_data(settled.meter)})
             hands = dict(settled.hands)
-        return snap.fact(
+        return arrival.fact(
             SETTLED,
-            f"{snap.event.event_id}:settled",
+            f"{arrival.event.event_id}:settled",
             paytable=_paytable_data(table),
             deal=_deal_data(deal),
             folds=self._folds(),
@@ -512,12 +488,12 @@ class Round:
         }
 
     def _void(
-        self, event: RoundVoided, snap: Snapshot, extra: Mapping[str, Any] | None = None
+        self, event: RoundVoided, arrival: Received, extra: Mapping[str, Any] | None = None
     ) -> Fact:
         results: list[dict[str, Any]] = []
         for currency, wagers, decisions in self._by_currency():
             results += [_result_data(r, currency) for r in holdem.void(wagers, decisions).results]
-        return snap.fact(
+        return arrival.fact(
             VOIDED,
             f"{event.event_id}:voided",
             paytable=_paytable_data(self._table),
@@ -653,9 +629,9 @@ def _paytable_data(table: PayTable) -> dict[str, Any]:
     return {"id": table.id, "version": table.version, "hash": table.content_hash}
 
 
-def _rejected(snap: Snapshot, code: RejectionCode, reason: str, *, uses_seq: bool) -> Fact:
-    key = f"{snap.event.event_id}:rejected:{snap.digest}"
-    return snap.fact(REJECTED, key, code=code, reason=reason, uses_seq=uses_seq)
+def _rejected(arrival: Received, code: RejectionCode, reason: str, *, uses_seq: bool) -> Fact:
+    key = f"{arrival.event.event_id}:rejected:{arrival.digest}"
+    return arrival.fact(REJECTED, key, code=code, reason=reason, uses_seq=uses_seq)
 
 
 def _result_data(result: holdem.BetResult, currency: str) -> dict[str, Any]:

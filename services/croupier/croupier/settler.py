@@ -19,24 +19,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
+from contract.canonical import canonical_json
 from contract.codes import RejectionCode
 from contract.feed import BetPlaced, ContractError, EventType, FeedEvent, RoundOpened, parse_event
 from croupier.bus import SETTLEMENTS_EXCHANGE
 from croupier.deadletters import dead_letter
-from croupier.ledger import Ledger, NewEvent, OutboxMessage, RecordedEvent, StreamAppend
+from croupier.facts import Fact
+from croupier.ledger import Ledger, OutboxMessage, RecordedEvent, StreamAppend
 from croupier.ledger.audit import Expected
-from croupier.ledger.chain import canonical_json
 from croupier.logs import context_ids
-from croupier.round import (
-    HELD,
-    REJECTED,
-    SETTLED,
-    VOIDED,
-    Fact,
-    Round,
-    Status,
-    stream_name,
-)
+from croupier.round import HELD, REJECTED, SETTLED, VOIDED, Round, Status, stream_name
 from holdem import PayTable, PayTableError, load_paytable
 
 REJECTIONS_STREAM: Final = "rejections"
@@ -321,10 +313,9 @@ class Settler:
         self.forget()
         reason = f"settlement failed on this message: {error!r}"
         fact = _raw_rejection(message.body, RejectionCode.POISON, reason, None)
-        event = NewEvent(fact.type, fact.data, fact.key)
         letters = [self._letter(fact.key, message, RejectionCode.POISON, reason)]
         _, written = await self.ledger.append_with_new_keys(
-            [StreamAppend(REJECTIONS_STREAM, None, [event])], letters if self.dead_letters else []
+            [StreamAppend(REJECTIONS_STREAM, None, [fact])], letters if self.dead_letters else []
         )
         ids = context_ids(message.body)
         return Handled(
@@ -519,7 +510,7 @@ class Decided:
     rounds: dict[str, Round] = field(default_factory=dict)
     versions: dict[str, int] = field(default_factory=dict)
     meters: dict[str, int] = field(default_factory=dict)
-    appends: dict[str, list[NewEvent]] = field(default_factory=dict)
+    appends: dict[str, list[Fact]] = field(default_factory=dict)
     expected: dict[str, int | None] = field(default_factory=dict)
     outbox: list[OutboxMessage] = field(default_factory=list)
     #: Dead letters by outbox id (the same delivery twice in a batch: one letter).
@@ -531,7 +522,7 @@ class Decided:
         if stream not in self.appends:
             self.appends[stream] = []
             self.expected[stream] = self.versions.get(stream, 0) if expected == -1 else expected
-        self.appends[stream].append(NewEvent(fact.type, fact.data, fact.key, fact.encoded))
+        self.appends[stream].append(fact)
         if stream in self.versions:
             self.versions[stream] += 1
 

@@ -21,12 +21,13 @@ import asyncpg
 import pytest
 from integration.service.service_harness import Wallet, prepare_broker, service_role
 
+from contract.canonical import canonical_json
 from croupier.bus import Outgoing
 from croupier.bus.memory import MemoryBus
 from croupier.cli import main
 from croupier.deadletters import dead_letter
 from croupier.ledger import HeadNotSigned, Ledger, SchemaBehind, VerifyReport, open_ledger
-from croupier.ledger.chain import GENESIS_HASH, canonical_json, format_timestamp, row_hash
+from croupier.ledger.chain import GENESIS_HASH, format_timestamp, row_hash
 from croupier.ledger.signing import PUBLIC_KEY_FILE, LedgerKey
 from croupier.metrics import Metrics
 from croupier.relay import OutboxRelay

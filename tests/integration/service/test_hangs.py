@@ -34,7 +34,8 @@ from service_harness import (
     wallet_paid,
 )
 
-from croupier.ledger import LedgerUnavailable, NewEvent, RecordedEvent, StreamAppend
+from croupier.facts import Fact
+from croupier.ledger import LedgerUnavailable, RecordedEvent, StreamAppend
 from croupier.ledger.postgres import APPEND_LOCK, PostgresLedger
 from studio.publisher import publish
 
@@ -45,7 +46,7 @@ TAKEOVER_SECONDS = 15.0
 
 
 def _one_event(name: str) -> list[StreamAppend]:
-    return [StreamAppend(name, 0, [NewEvent("test.event", {"n": 1}, f"{name}:1")])]
+    return [StreamAppend(name, 0, [Fact("test.event", {"n": 1}, f"{name}:1")])]
 
 
 async def test_a_transaction_whose_client_hangs_frees_the_append_lock(

@@ -132,12 +132,13 @@ def test_json_output_of_every_command_a_program_reads(
 
 
 async def test_verify_reports_its_progress_page_by_page(tmp_path: Path) -> None:
-    from croupier.ledger import NewEvent, StreamAppend, open_ledger
+    from croupier.facts import Fact
+    from croupier.ledger import StreamAppend, open_ledger
 
     async with open_ledger(f"sqlite:///{tmp_path / 'l.db'}") as ledger:
         await ledger.migrate()
         for n in range(25):
-            event = NewEvent("noted", {"n": n}, f"key-{n}")
+            event = Fact("noted", {"n": n}, f"key-{n}")
             await ledger.append([StreamAppend(f"s-{n}", 0, [event])])
         pages: list[int] = []
         report = await ledger.verify(page_size=10, progress=pages.append)

@@ -8,14 +8,15 @@ from pathlib import Path
 import pytest
 
 from croupier.consumer import is_transient
-from croupier.ledger import LedgerError, NewEvent, StreamAppend, open_ledger
+from croupier.facts import Fact
+from croupier.ledger import LedgerError, StreamAppend, open_ledger
 
 
 async def test_a_ledger_out_of_reach_is_a_fault_to_retry(tmp_path: Path) -> None:
     ledger = open_ledger(f"sqlite:///{tmp_path / 'no such directory' / 'ledger.db'}")
     try:
         with pytest.raises(LedgerError) as raised:
-            await ledger.append([StreamAppend("s", 0, [NewEvent("t", {"n": 1}, "k1")])])
+            await ledger.append([StreamAppend("s", 0, [Fact("t", {"n": 1}, "k1")])])
         assert is_transient(raised.value)
     finally:
         await ledger.close()

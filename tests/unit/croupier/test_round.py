@@ -17,8 +17,10 @@ import pytest
 from croupier_feeds import CH_CLASSIC, CH_PROGRESSIVE, CH_ROYAL, THP, RoundFeed, parsed
 
 import holdem
-from croupier.ledger.chain import canonical_json
-from croupier.round import ACCEPTED, HELD, REJECTED, SETTLED, VOIDED, Fact, Round, Status
+from contract.canonical import canonical_json
+from croupier.facts import Fact
+from croupier.ledger.encoding import data_text
+from croupier.round import ACCEPTED, HELD, REJECTED, SETTLED, VOIDED, Round, Status
 
 METER = 5_000_000
 Event = dict[str, Any]
@@ -1014,7 +1016,7 @@ def test_a_round_rebuilt_from_its_facts_is_the_same_round(
         assert rebuilt == original
 
 
-def test_every_fact_carries_the_json_text_the_ledger_records_for_it() -> None:
+def test_the_ledger_records_every_fact_as_its_canonical_json_text() -> None:
     f = RoundFeed()
     state = fresh()
     facts = feed(state, list(reversed(ch_round(f))))  # held, then released and settled
@@ -1023,7 +1025,7 @@ def test_every_fact_carries_the_json_text_the_ledger_records_for_it() -> None:
     facts += played([v.opened(), v.bet("a1"), v.voided()])[1]
     assert {fact.type for fact in facts} == {HELD, ACCEPTED, REJECTED, SETTLED, VOIDED}
     for fact in facts:
-        assert fact.encoded == canonical_json(fact.data)
+        assert data_text(fact.data) == canonical_json(fact.data)
 
 
 def test_an_event_ahead_of_its_turn_after_the_round_closed_is_rejected_not_held() -> None:

@@ -18,11 +18,12 @@ from croupier.bus import CODE_HEADER, Outgoing
 from croupier.bus.memory import MemoryBus
 from croupier.cli import main
 from croupier.consumer import FeedConsumer
+from croupier.facts import Fact
 from croupier.ledger import Ledger, open_ledger
 from croupier.metrics import Metrics
 from croupier.relay import OutboxRelay
 from croupier.replay import replay
-from croupier.round import REJECTED, SETTLED, VOIDED, Fact, Round, Status, stream_name
+from croupier.round import REJECTED, SETTLED, VOIDED, Round, Status, stream_name
 from croupier.settler import Inbound, Settler, message_id
 
 

@@ -105,13 +105,13 @@ from functools import wraps
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, ParamSpec, TypeVar
 
+from croupier.facts import Fact
 from croupier.ledger.audit import Audit, LetterRule, OutboxRule
 from croupier.ledger.chain import (
     ChainRow,
     ChainVerifier,
     Problem,
     VerifyReport,
-    canonical_json,
 )
 from croupier.ledger.migrate import Dialect, migrations
 from croupier.ledger.outbox import OutboxRow, PublishedFloor, SetAsideRow
@@ -135,7 +135,6 @@ __all__ = [
     "LedgerError",
     "LedgerTampered",
     "LedgerUnavailable",
-    "NewEvent",
     "OutboxMessage",
     "PendingMessage",
     "Problem",
@@ -149,31 +148,12 @@ __all__ = [
 
 
 @dataclass(frozen=True, slots=True)
-class NewEvent:
-    """An event to append; ``key`` is its idempotency key (e.g. the feed ``event_id``).
-
-    ``encoded`` is ``canonical_json(data)`` when the caller already has it (say, spliced
-    from parts it encoded anyway); the ledger then stores and hashes it as given.
-    """
-
-    type: str
-    data: Mapping[str, Any]
-    key: str
-    encoded: str | None = None
-
-    @property
-    def text(self) -> str:
-        """The JSON text the ledger stores for ``data``."""
-        return canonical_json(self.data) if self.encoded is None else self.encoded
-
-
-@dataclass(frozen=True, slots=True)
 class StreamAppend:
     """Events for one stream, appended only if the stream is at ``expected_version``."""
 
     stream: str
     expected_version: int | None
-    events: Sequence[NewEvent]
+    events: Sequence[Fact]
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,15 +14,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from contract.canonical import canonical_json
+from croupier.facts import Fact
 from croupier.ledger import (
     IdempotencyConflict,
-    NewEvent,
     OutboxMessage,
     RecordedEvent,
     StreamAppend,
     VersionConflict,
 )
-from croupier.ledger.chain import ChainRow, canonical_json, format_timestamp, row_hash
+from croupier.ledger.chain import ChainRow, format_timestamp, row_hash
+from croupier.ledger.encoding import data_text
 
 # (message_id, position, exchange, routing_key, body as canonical JSON, event hash)
 OutboxInsert = tuple[str, int, str, str, str, str]
@@ -107,7 +109,7 @@ def plan_append(
         for event in fresh:
             position += 1
             version += 1
-            data = event.text
+            data = data_text(event.data)
             digest = row_hash(
                 prev_hash, position, append.stream, version, event.type, data, event.key, stamp
             )
@@ -158,10 +160,10 @@ def _recorded_prefix(append: StreamAppend, existing: Mapping[str, ChainRow]) -> 
     return known
 
 
-def _check_same(event: NewEvent, stream: str, row: ChainRow) -> None:
+def _check_same(event: Fact, stream: str, row: ChainRow) -> None:
     if row.stream != stream:
         raise IdempotencyConflict(event.key, f"recorded in stream {row.stream!r}")
-    if row.type != event.type or row.data != event.text:
+    if row.type != event.type or row.data != data_text(event.data):
         raise IdempotencyConflict(
             event.key, f"recorded at position {row.position} with other content"
         )

@@ -4,18 +4,19 @@ A row's canonical form is the compact JSON array
 ``[position, stream, version, type, data, key, recorded_at]`` with ``data`` itself canonical
 JSON (sorted keys, no spaces, UTF-8) and ``recorded_at`` as ``YYYY-MM-DDTHH:MM:SS.ffffffZ``.
 ``hash = sha256(prev_hash + canonical row)`` in hex; the first row links to ``GENESIS_HASH``.
-Both adapters store ``data`` as the exact canonical text, so verification hashes the
-stored bytes and never depends on re-encoding.
+Both adapters store ``data`` as the exact canonical text (``contract.canonical``), so
+verification hashes the stored bytes and never depends on re-encoding.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+
+from contract.canonical import quote as _quote
 
 if TYPE_CHECKING:
     pass
@@ -26,27 +27,6 @@ ProblemKind = Literal["changed", "removed", "inserted", "unsigned", "forged", "m
 KINDS: tuple[ProblemKind, ...] = ("changed", "removed", "inserted", "unsigned", "forged", "missing")
 #: Positions listed one by one for a run of removed or unsigned rows; the rest as one range.
 LISTED_RUN = 1000
-
-_canonical_encoder = json.JSONEncoder(
-    ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False
-)
-# A str as a JSON string literal (ensure_ascii=False); the C function where available.
-_quote: Callable[[str], str] = json.encoder.encode_basestring
-_make_encoder = getattr(json.encoder, "c_make_encoder", None)
-# Built once: JSONEncoder.encode builds a fresh C encoder per call, which dominates the
-# cost of encoding small payloads.
-_iterencode: Callable[[Any, int], list[str]] | None = (
-    None
-    if _make_encoder is None
-    else _make_encoder(None, _canonical_encoder.default, _quote, None, ":", ",", True, False, False)
-)
-
-
-def canonical_json(value: Any) -> str:
-    """Deterministic JSON text: sorted keys, no whitespace, no NaN/Infinity."""
-    if _iterencode is None or isinstance(value, str | int | float | bool | None):
-        return _canonical_encoder.encode(value)
-    return "".join(_iterencode(value, 0))
 
 
 def format_timestamp(moment: datetime) -> str:
@@ -66,7 +46,7 @@ def row_hash(
 ) -> str:
     """sha256 over ``prev_hash`` + the canonical row; ``data`` is canonical JSON text."""
     # Splicing the already-canonical data text keeps the whole array canonical JSON
-    # without re-encoding the payload.
+    # without re-encoding the payload. Guarded by `python -m bench ledger`.
     encoded = (
         f"[{position},{_quote(stream)},{version},{_quote(type_)},{data},"
         f"{_quote(key)},{_quote(recorded_at)}]"

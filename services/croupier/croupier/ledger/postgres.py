@@ -38,6 +38,7 @@ from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 import asyncpg
 
+from contract.canonical import canonical_json
 from croupier.ledger import (
     HeadNotSigned,
     Ledger,
@@ -54,7 +55,7 @@ from croupier.ledger.batch import (
     plan_append,
     recorded,
 )
-from croupier.ledger.chain import GENESIS_HASH, ChainRow, canonical_json, format_timestamp
+from croupier.ledger.chain import GENESIS_HASH, ChainRow, format_timestamp
 from croupier.ledger.migrate import migrations
 from croupier.ledger.outbox import OutboxRow, PublishedFloor, SetAsideRow
 from croupier.ledger.signing import LedgerKey

@@ -26,7 +26,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from croupier.ledger.chain import canonical_json
+from contract.canonical import canonical_json
 
 PRIVATE_KEY_FILE: Final = "ledger-signing.key"
 PUBLIC_KEY_FILE: Final = "ledger-signing.pub"

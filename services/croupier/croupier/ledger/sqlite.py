@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final, TypeVar
 
+from contract.canonical import canonical_json
 from croupier.ledger import (
     HeadNotSigned,
     Ledger,
@@ -40,7 +41,7 @@ from croupier.ledger.batch import (
     plan_append,
     recorded,
 )
-from croupier.ledger.chain import GENESIS_HASH, ChainRow, canonical_json
+from croupier.ledger.chain import GENESIS_HASH, ChainRow
 from croupier.ledger.migrate import migrations, split_sqlite_script
 from croupier.ledger.outbox import OutboxRow, PublishedFloor, SetAsideRow
 from croupier.ledger.signing import LedgerKey

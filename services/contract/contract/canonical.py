@@ -1,0 +1,45 @@
+"""Canonical JSON: the one text of a JSON value, keys sorted, no whitespace, no NaN.
+
+Two feed events are the same event when their canonical texts are equal (croupier records
+a digest of it as the event's fingerprint), and the ledger stores and hashes data as this
+text. :class:`Encoded` carries a JSON object together with its canonical text, so a writer
+that embeds the object in a larger value can splice the text in instead of encoding the
+object again.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+_canonical_encoder = json.JSONEncoder(
+    ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False
+)
+#: A str as a JSON string literal (ensure_ascii=False); the C function where available.
+quote: Callable[[str], str] = json.encoder.encode_basestring
+_make_encoder = getattr(json.encoder, "c_make_encoder", None)
+# Built once: JSONEncoder.encode builds a fresh C encoder per call, which dominates the
+# cost of encoding small payloads. Guarded by `python -m bench ledger` and `bench replay`.
+_iterencode: Callable[[Any, int], list[str]] | None = (
+    None
+    if _make_encoder is None
+    else _make_encoder(None, _canonical_encoder.default, quote, None, ":", ",", True, False, False)
+)
+
+
+def canonical_json(value: Any) -> str:
+    """Deterministic JSON text: sorted keys, no whitespace, no NaN/Infinity."""
+    if _iterencode is None or isinstance(value, str | int | float | bool | None):
+        return _canonical_encoder.encode(value)
+    return "".join(_iterencode(value, 0))
+
+
+class Encoded(dict[str, Any]):
+    """A JSON object and its canonical text, encoded once; never changed after."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, value: Mapping[str, Any]) -> None:
+        super().__init__(value)
+        self.text = canonical_json(value)
