@@ -150,3 +150,20 @@ async def test_only_set_aside_rows_this_key_signed_are_listed_and_verify(tmp_pat
         assert report.rows("outbox_set_aside", "forged") == ["id 2 message_id m2"]
     async with open_ledger(url) as unsigned:  # without a key every row counts
         assert [m.message_id for m, _ in await unsigned.set_aside_messages()] == ["m1", "m2"]
+
+
+async def test_verify_lists_set_aside_rows_up_to_a_bound_then_counts_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("croupier.ledger.audit.NOTES_KEPT", 1)
+    key = LedgerKey.generate()
+    async with open_ledger(f"sqlite:///{tmp_path / 'l.db'}", key) as ledger:
+        await ledger.migrate()
+        await ledger.append([append("a", 0, 1)], [message(f"m{n}") for n in range(3)])
+        await ledger.set_aside({f"m{n}": "nacked" for n in range(3)})
+        report = await ledger.verify(public_key=key.public)
+    assert report.ok
+    assert report.notes == (
+        "outbox_set_aside: id 1 message_id m0: nacked (not published)",
+        "outbox_set_aside: and 2 more rows set aside",
+    )

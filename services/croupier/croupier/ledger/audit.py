@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from croupier.ledger.chain import ChainRow, Problem
 from croupier.ledger.outbox import OutboxRow, SetAsideRow
@@ -45,6 +45,9 @@ LetterRule = Callable[[ChainRow, str, str, Mapping[str, Any]], str | None]
 HeadPage = Callable[[int, int], Awaitable[list[HeadRow]]]
 MarkPage = Callable[[int, int], Awaitable[list[MarkRow]]]
 MarkerPage = Callable[[tuple[int, str], int], Awaitable[list[tuple[int, str]]]]
+#: Notes kept by one walk (set-aside rows listed); the rest are counted.
+NOTES_KEPT: Final = 10_000
+
 AsidePage = Callable[[int, int], Awaitable[list[tuple[SetAsideRow, OutboxRow]]]]
 
 
@@ -162,15 +165,19 @@ class Audit:
             cursor = page[-1]
 
     async def set_aside(self, page: AsidePage, size: int) -> None:
-        """Flag set-aside rows this key did not sign; note the others."""
-        after = 0
+        """Flag set-aside rows this key did not sign; note the others (the first
+        ``NOTES_KEPT``, then how many more)."""
+        after, unlisted = 0, 0
         while rows := await page(after, size):
             for aside, row in rows:
                 name = f"id {aside.id} message_id {aside.message_id}"
                 key = self.public_key
                 if key is None or key.verify_aside(aside.message_id, aside.reason, aside.signature):
                     since = "published since" if row.marks else "not published"
-                    self.notes.append(f"outbox_set_aside: {name}: {aside.reason} ({since})")
+                    if len(self.notes) < NOTES_KEPT:
+                        self.notes.append(f"outbox_set_aside: {name}: {aside.reason} ({since})")
+                    else:
+                        unlisted += 1
                     continue
                 why = (
                     "unsigned"
@@ -181,6 +188,8 @@ class Audit:
                 )
                 self._flag("outbox_set_aside", "forged", row.position, name, why)
             after = rows[-1][0].id
+        if unlisted:
+            self.notes.append(f"outbox_set_aside: and {unlisted:,} more rows set aside")
 
     def leases(self, leases: Sequence[tuple[str, str, float]], limit: float) -> None:
         """Flag leases held beyond ``limit`` seconds from now."""
