@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from croupier.ledger import RecordedEvent
+from croupier.meters import METER_MOVED
 from croupier.round import SETTLED, VOIDED
-from croupier.settler import METER_MOVED
 from holdem import PayTableError, load_paytable
 
 #: Problems kept in a report; past this only the count grows.

@@ -18,7 +18,7 @@ Guarantees:
 - Only what a recorded fact says goes out. For each outbox row the relay reads the event the
   row names (position and hash) as the chain vouches for it (with a signing key: linked row
   by row up to a head this key signed). A settlement result is re-derived from that fact
-  (``settler.outbox_rule``) and published as derived, only if the row is exactly it; a dead
+  (``results.outbox_rule``) and published as derived, only if the row is exactly it; a dead
   letter must name that (rejection) fact. Any other row (forged, edited, naming an unsigned
   or rewritten event) is refused: set aside with the reason, logged, counted in
   ``croupier_results_refused``, never published. A dead letter must be exactly the dead
@@ -46,7 +46,7 @@ from croupier.bus import DEAD_LETTER_EXCHANGE, UNROUTABLE, Outgoing, Refused, Se
 from croupier.ledger import LEASE_LIMIT, Ledger, PendingMessage
 from croupier.ledger.chain import ChainRow
 from croupier.metrics import Metrics
-from croupier.settler import outbox_rule
+from croupier.results import outbox_rule
 
 log = structlog.get_logger("croupier.relay")
 

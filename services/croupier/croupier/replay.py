@@ -22,16 +22,10 @@ import structlog
 from contract.codes import RejectionCode
 from contract.settlement import RejectedLine
 from croupier.ledger import Ledger
+from croupier.results import ResultBody, settlement_results
 from croupier.round import SETTLED, VOIDED, Status
 from croupier.runtime import fewer_collections
-from croupier.settler import (
-    BatchReport,
-    Handled,
-    Inbound,
-    ResultBody,
-    Settler,
-    settlement_results,
-)
+from croupier.settler import BatchReport, Handled, Inbound, Settler
 
 log = structlog.get_logger("croupier.replay")
 #: Open rounds kept in memory during a replay (the live service's default too).

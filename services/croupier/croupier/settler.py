@@ -1,5 +1,9 @@
 """The settler: feed messages in, ledger facts and wallet messages out, one batch at a time.
 
+It orchestrates: the round repository (``croupier.repository``) gives each event its Round,
+the Round decides, the jackpot meters (``croupier.meters``) move, and the wallet results
+(``croupier.results``) and dead letters go to the outbox, all in one ledger append.
+
 Replay and the live consumer both hand their messages here, so a recorded feed settles
 through exactly the code the service runs. A batch is one ledger transaction: every round
 it touches is appended under optimistic concurrency with its settlement results in the
@@ -11,30 +15,25 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import time
-import uuid
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from contract.canonical import canonical_json
 from contract.codes import RejectionCode
-from contract.feed import BetPlaced, ContractError, EventType, FeedEvent, RoundOpened, parse_event
-from croupier.bus import SETTLEMENTS_EXCHANGE
+from contract.feed import ContractError, FeedEvent, parse_event
 from croupier.deadletters import dead_letter
 from croupier.facts import Fact
 from croupier.ledger import Ledger, OutboxMessage, RecordedEvent, StreamAppend
-from croupier.ledger.audit import Expected
 from croupier.logs import context_ids
+from croupier.meters import Meters
+from croupier.repository import RoundRepository
+from croupier.results import ResultBody, result_messages
 from croupier.round import HELD, REJECTED, SETTLED, VOIDED, Round, Status, stream_name
-from holdem import PayTable, PayTableError, load_paytable
 
 REJECTIONS_STREAM: Final = "rejections"
 ROUND_PREFIX: Final = "round:"
-METER_MOVED: Final = "jackpot.meter_moved"
-_RESULT_NAMESPACE: Final = uuid.UUID("5f0c1c1e-6a4d-4f51-9d7e-4b8f0e0d2a61")
 _YIELD_EVERY: Final = 128  # messages decided between yields to the event loop
 #: How much of a refused message the ledger keeps (the whole of anything the contract reads).
 MAX_KEPT_BYTES: Final = 64 * 1024
@@ -72,10 +71,6 @@ class Handled:
     new: bool = True
 
 
-#: A settlement result as the JSON body wallets receive (a valid ``SettlementResult``).
-ResultBody = dict[str, Any]
-
-
 @dataclass
 class BatchReport:
     """The outcome of one batch, after its ledger transaction committed."""
@@ -87,82 +82,6 @@ class BatchReport:
     found_closed: list[RecordedEvent] = field(default_factory=list)
 
 
-def message_id(table_id: str, round_id: str, player_id: str, currency: str) -> str:
-    """The stable id of a player's settlement result: wallets deduplicate on it."""
-    return str(uuid.uuid5(_RESULT_NAMESPACE, f"{table_id}/{round_id}/{player_id}/{currency}"))
-
-
-def settlement_results(closed: Mapping[str, Any], position: int) -> list[ResultBody]:
-    """One result per player and currency from a ``round.settled`` or ``round.voided`` fact."""
-    return [{**body, "ledger_position": position} for body in result_bodies(closed)]
-
-
-def result_bodies(closed: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The JSON bodies of :func:`settlement_results`, without ``ledger_position``.
-
-    Plain dicts, built without re-validation: the fact was produced by the rules core,
-    which already guarantees each line's outcome and amount, and the totals are summed
-    right here.
-    """
-    event = closed["event"]
-    table_id, round_id = event["table_id"], event["round_id"]
-    by_owner: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for line in closed["results"]:
-        bet = {
-            "bet_id": line["bet_id"],
-            "spot": line["spot"],
-            "stake": line["stake"],
-            "returned": line["returned"],
-            "outcome": line["outcome"],
-        }
-        by_owner.setdefault((line["player_id"], line["currency"]), []).append(bet)
-    return [
-        {
-            "message_id": message_id(table_id, round_id, player, currency),
-            "table_id": table_id,
-            "round_id": round_id,
-            "player_id": player,
-            "currency": currency,
-            "bets": bets,
-            "stake_total": sum(bet["stake"] for bet in bets),
-            "returned_total": sum(bet["returned"] for bet in bets),
-        }
-        for (player, currency), bets in by_owner.items()
-    ]
-
-
-def result_messages(fact_type: str, data: Mapping[str, Any], key: str) -> list[OutboxMessage]:
-    """The outbox messages a closing fact (``key``) calls for: one result per player."""
-    if fact_type not in (SETTLED, VOIDED):
-        return []
-    return [
-        # the wallets' routing key: <currency>.<player_id>
-        OutboxMessage(
-            body["message_id"],
-            SETTLEMENTS_EXCHANGE,
-            f"{body['currency']}.{body['player_id']}",
-            body,
-            key,
-        )
-        for body in result_bodies(data)
-    ]
-
-
-def outbox_rule(fact_type: str, data: str) -> list[Expected]:
-    """What a recorded fact (its type and stored JSON text) put in the outbox, exactly.
-
-    The relay publishes only messages this re-derives from a chained fact, and ``verify``
-    reports every outbox row that is not one of them, and every one of them that is missing:
-    every kind of message the settler puts in the outbox must be derivable here.
-    """
-    if fact_type not in (SETTLED, VOIDED):
-        return []
-    return [
-        Expected(m.message_id, m.exchange, m.routing_key, canonical_json(m.body))
-        for m in result_messages(fact_type, json.loads(data), "")
-    ]
-
-
 class Settler:
     """Decides feed messages into ledger facts, one transaction per batch."""
 
@@ -172,17 +91,15 @@ class Settler:
         """``dead_letters``: write a dead letter to the outbox with each rejection (live)."""
         self.ledger = ledger
         self.dead_letters = dead_letters
-        # stream -> (round, version, number of the last decided batch that touched it)
-        self._rounds: OrderedDict[str, tuple[Round, int, int]] = OrderedDict()
+        self.repository = RoundRepository(ledger, cache_rounds)
         self._decided = 0
-        self._meters: dict[str, tuple[int, int]] = {}
-        self._cache_rounds = cache_rounds
+        self.meters = Meters(ledger)
 
     @property
     def rounds(self) -> list[Round]:
         """The rounds in memory: open ones, the most recently touched (up to the cache size),
         and closed ones until the batch that closed them is committed."""
-        return [state for state, _, _ in self._rounds.values()]
+        return self.repository.rounds
 
     async def handle(self, batch: Sequence[Inbound]) -> BatchReport:
         """Decide and record a batch; returns once its facts are committed."""
@@ -200,16 +117,19 @@ class Settler:
         work = Decided(number=self._decided)
         try:
             parsed = [_parse(message) for message in batch]
-            await self._load_rounds([e for e in parsed if not isinstance(e, ContractError)], work)
+            events = [e for e in parsed if not isinstance(e, ContractError)]
+            work.report.found_closed += await self.repository.load(
+                events, work.rounds, work.versions
+            )
             for index, (message, event) in enumerate(zip(batch, parsed, strict=True)):
                 if isinstance(event, ContractError):
                     work.report.handled.append(self._keep_malformed(message, event, work))
                     continue
                 stream = stream_name(event.table_id, event.round_id)
                 state = work.rounds[stream]
-                unread = self._unread_meters(state, event)
+                unread = self.meters.unread(state, event)
                 if unread:
-                    await self._read_meters(unread)
+                    await self.meters.read(unread)
                 work.report.handled += self._decide(message, stream, state, event, work)
                 if index % _YIELD_EVERY == _YIELD_EVERY - 1:
                     await asyncio.sleep(0)  # let a commit in flight make progress
@@ -217,9 +137,8 @@ class Settler:
             self.forget()
             raise
         for stream, state in work.rounds.items():
-            self._remember(stream, state, work.versions[stream], work.number)
-        for key, level in work.meters.items():
-            self._meters[key] = (level, work.versions[key])
+            self.repository.remember(stream, state, work.versions[stream], work.number)
+        self.meters.decided(work.meters, work.versions)
         return work
 
     async def commit(self, work: Decided) -> BatchReport:
@@ -234,10 +153,7 @@ class Settler:
             self.forget()
             raise
         for stream, state in work.rounds.items():
-            # Unless a batch decided since (not committed yet) touched the round again.
-            cached = self._rounds.get(stream)
-            if state.status is not Status.OPEN and cached is not None and cached[2] == work.number:
-                del self._rounds[stream]
+            self.repository.committed(stream, state, work.number)
         return work.report
 
     async def load_open(self, limit: int = 10_000) -> int:
@@ -248,20 +164,7 @@ class Settler:
         At start, and now and then while serving: rounds another process left open, or
         opened while this one stood by, are seen and time out.
         """
-        streams = await self.ledger.open_streams(ROUND_PREFIX, (SETTLED, VOIDED), limit)
-        if len(streams) < limit:
-            still_open = set(streams)
-            for stream, (state, _, _) in list(self._rounds.items()):
-                if state.status is Status.OPEN and stream not in still_open:
-                    del self._rounds[stream]
-        missing = [stream for stream in streams if stream not in self._rounds]
-        recorded = await self.ledger.read_streams(missing) if missing else {}
-        for stream, records in recorded.items():
-            _, table_id, round_id = stream.split(":", 2)
-            state = Round(table_id, round_id)
-            _read_back(state, records)
-            self._remember(stream, state, len(records), 0)
-        return len(recorded)
+        return await self.repository.load_open(ROUND_PREFIX, limit)
 
     async def expire(self, held_timeout: float, round_timeout: float) -> BatchReport:
         """Reject events held longer than ``held_timeout`` s; void rounds open longer than
@@ -269,7 +172,7 @@ class Settler:
         One ledger transaction; the voids are in the report's ``closed``."""
         now = time.time()
         work = Decided()
-        for stream, (state, version, _) in list(self._rounds.items()):
+        for stream, state, version in self.repository.entries():
             facts = _expired(state, now, held_timeout, round_timeout)
             if not facts:
                 continue
@@ -289,15 +192,15 @@ class Settler:
             raise
         for stream, state in work.rounds.items():
             if state.status is not Status.OPEN or (state.table is None and not state.held):
-                self._rounds.pop(stream, None)  # closed, or never opened with nothing held
+                self.repository.drop(stream)  # closed, or never opened with nothing held
             else:
-                self._remember(stream, state, work.versions[stream], self._decided)
+                self.repository.remember(stream, state, work.versions[stream], self._decided)
         return work.report
 
     async def reject_unopened(self) -> BatchReport:
         """At the end of a recorded feed: reject what waits for a round that never opened."""
         work = Decided()
-        for stream, (state, version, _) in list(self._rounds.items()):
+        for stream, state, version in self.repository.entries():
             if state.table is not None or not state.held:
                 continue
             work.rounds[stream] = state
@@ -331,8 +234,8 @@ class Settler:
 
     def forget(self) -> None:
         """Drop cached rounds and meters; they are read back from the ledger when needed."""
-        self._rounds.clear()
-        self._meters.clear()
+        self.repository.forget()
+        self.meters.forget()
 
     # -- deciding --------------------------------------------------------------------------
 
@@ -378,13 +281,14 @@ class Settler:
         self, message: Inbound, stream: str, state: Round, event: FeedEvent, work: Decided
     ) -> list[Handled]:
         """What became of the message, then of any held events it released."""
-        facts = state.receive(event, lambda table, currency: self._meter(table, currency, work))
+        facts = state.receive(event, lambda table, cur: self.meters.level(table, cur, work.meters))
         if facts:
             _tick(state, time.time())
         for index, fact in enumerate(facts):
             work.add(stream, fact)
             if fact.type in (SETTLED, VOIDED):
-                self._record_meters(fact, work)
+                for key, moved in self.meters.movements(fact, work.meters, work.versions):
+                    work.add(key, moved)
                 self._record_results(fact, work)
             elif fact.type == REJECTED and self.dead_letters:
                 self._dead_letter_rejected(fact, message if index == 0 else None, work)
@@ -393,76 +297,6 @@ class Settler:
             ids = (event.event_id, event.table_id, event.round_id, kind)
             return [Handled(message.ref, "duplicate", *ids)]
         return [_handled_fact(fact, message.ref if i == 0 else 0) for i, fact in enumerate(facts)]
-
-    async def _load_rounds(self, events: Sequence[FeedEvent], work: Decided) -> None:
-        """Bring every round the batch touches into it: from the cache, else the ledger."""
-        missing: dict[str, Round] = {}
-        for event in events:
-            stream = stream_name(event.table_id, event.round_id)
-            if stream in work.rounds or stream in missing:
-                continue
-            cached = self._rounds.get(stream)
-            if cached is None:
-                missing[stream] = Round(event.table_id, event.round_id)
-            else:
-                work.rounds[stream], work.versions[stream], _ = cached
-        recorded = await self.ledger.read_streams(list(missing)) if missing else {}
-        for stream, state in missing.items():
-            _read_back(state, recorded[stream])
-            work.report.found_closed += [r for r in recorded[stream] if r.type in (SETTLED, VOIDED)]
-            work.rounds[stream], work.versions[stream] = state, len(recorded[stream])
-
-    def _remember(self, stream: str, state: Round, version: int, number: int) -> None:
-        self._rounds[stream] = (state, version, number)
-        self._rounds.move_to_end(stream)
-        while len(self._rounds) > self._cache_rounds:
-            self._rounds.popitem(last=False)
-
-    # -- jackpot meters --------------------------------------------------------------------
-
-    def _unread_meters(self, state: Round, event: FeedEvent) -> list[tuple[str, int]]:
-        """The meters (stream, seed) this event could settle the round against, not read yet.
-
-        Only a completion settles, or an event that releases held ones (a held completion
-        among them); a round is read back from the ledger without its meters, so those
-        events ask for the meter of every currency in the round.
-        """
-        table = state.table
-        if type(event) is RoundOpened and table is None and state.held:
-            try:
-                table = load_paytable(event.payload.paytable)
-            except PayTableError:
-                return []
-        elif event.event_type is not EventType.ROUND_COMPLETED and not state.held:
-            return []
-        if table is None or table.jackpot is None:
-            return []
-        currencies = {bet.currency for bet in state.bets.values()}
-        currencies.update(e.payload.currency for e in state.held.values() if type(e) is BetPlaced)
-        keys = (meter_stream(table.id, currency) for currency in currencies)
-        return [(key, table.jackpot.seed) for key in keys if key not in self._meters]
-
-    async def _read_meters(self, meters: Sequence[tuple[str, int]]) -> None:
-        for key, seed in meters:
-            self._meters[key] = await self._read_meter(key, seed)
-
-    async def _read_meter(self, stream: str, seed: int) -> tuple[int, int]:
-        recorded = await self.ledger.read_stream(stream)
-        return (recorded[-1].data["after"], len(recorded)) if recorded else (seed, 0)
-
-    def _meter(self, table: PayTable, currency: str, work: Decided) -> int:
-        key = meter_stream(table.id, currency)
-        return work.meters[key] if key in work.meters else self._meters[key][0]
-
-    def _record_meters(self, fact: Fact, work: Decided) -> None:
-        for movement in fact.data["jackpot"]:
-            key = meter_stream(fact.data["paytable"]["id"], movement["currency"])
-            work.versions.setdefault(key, self._meters[key][1])
-            level = work.meters.get(key, self._meters[key][0])
-            assert movement["before"] == level, f"meter {key} moves on from {level}"
-            work.meters[key] = movement["after"]
-            moved = Fact(METER_MOVED, {**movement, "settlement": fact.key}, f"{fact.key}:{key}")
-            work.add(key, moved)
 
     def _record_results(self, fact: Fact, work: Decided) -> None:
         messages = result_messages(fact.type, fact.data, fact.key)
@@ -494,11 +328,6 @@ class Settler:
         work.report.results = [
             {**body, "ledger_position": r.position} for r in closed for body in work.results[r.key]
         ]
-
-
-def meter_stream(paytable_id: str, currency: str) -> str:
-    """The ledger stream of a jackpot meter."""
-    return f"jackpot:{paytable_id}:{currency}"
 
 
 @dataclass
@@ -535,19 +364,6 @@ def _parse(message: Inbound) -> FeedEvent | ContractError:
 
 
 _VERDICTS: Final = {HELD: "held", REJECTED: "rejected"}
-
-
-def _read_back(state: Round, records: Sequence[RecordedEvent]) -> None:
-    """Fold a round's recorded facts into ``state``, with when it started and holds since."""
-    held_at: dict[str, float] = {}
-    for record in records:
-        state.apply(Fact(record.type, record.data, record.key))
-        if record.type == HELD:
-            held_at[record.data["event"]["event_id"]] = record.recorded_at.timestamp()
-    if records:
-        state.started_at = records[0].recorded_at.timestamp()
-    times = [held_at[e.event_id] for e in state.held.values() if e.event_id in held_at]
-    state.held_since = min(times) if times else None
 
 
 def _expired(state: Round, now: float, held_timeout: float, round_timeout: float) -> list[Fact]:

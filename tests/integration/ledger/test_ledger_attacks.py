@@ -31,8 +31,9 @@ from croupier.ledger.chain import GENESIS_HASH, format_timestamp, row_hash
 from croupier.ledger.signing import PUBLIC_KEY_FILE, LedgerKey
 from croupier.metrics import Metrics
 from croupier.relay import OutboxRelay
+from croupier.results import outbox_rule, result_bodies
 from croupier.round import SETTLED
-from croupier.settler import Inbound, Settler, outbox_rule, result_bodies
+from croupier.settler import Inbound, Settler
 from studio import StudioConfig, simulate
 from studio.config import parse_table_specs
 

@@ -17,7 +17,8 @@ import pytest
 from croupier_feeds import CH_CLASSIC, CH_PROGRESSIVE, THP, RoundFeed, line
 
 from croupier.ledger import open_ledger
-from croupier.settler import REJECTIONS_STREAM, meter_stream
+from croupier.meters import meter_stream
+from croupier.settler import REJECTIONS_STREAM
 
 pytestmark = pytest.mark.integration
 

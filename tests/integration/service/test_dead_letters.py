@@ -44,9 +44,10 @@ from croupier.bus import (
 from croupier.cli import main
 from croupier.deadletters import DEAD_LETTERED, DEAD_LETTERS_STREAM
 from croupier.ledger import open_ledger
+from croupier.results import message_id
 from croupier.round import REJECTED, SETTLED, stream_name
 from croupier.service import Service
-from croupier.settler import REJECTIONS_STREAM, Inbound, message_id
+from croupier.settler import REJECTIONS_STREAM, Inbound
 from studio.feed import FeedMessage
 from studio.publisher import publish
 

@@ -13,9 +13,9 @@ import pytest
 from croupier.audit import BooksAudit, round_problems
 from croupier.cli import main
 from croupier.ledger import Ledger, RecordedEvent, open_ledger
+from croupier.meters import METER_MOVED
 from croupier.replay import replay
 from croupier.round import SETTLED
-from croupier.settler import METER_MOVED
 from studio.config import StudioConfig, every_paytable
 from studio.feed import simulate
 

@@ -21,7 +21,8 @@ from croupier.deadletters import ORIGINAL_ROUTING_KEY
 from croupier.ledger import Ledger, open_ledger
 from croupier.metrics import Metrics
 from croupier.relay import OutboxRelay
-from croupier.settler import Inbound, Settler, message_id
+from croupier.results import message_id
+from croupier.settler import Inbound, Settler
 
 
 @pytest.fixture

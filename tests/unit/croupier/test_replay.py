@@ -28,7 +28,7 @@ from contract.settlement import SettlementResult
 from croupier.cli import main
 from croupier.ledger import open_ledger
 from croupier.replay import ReplaySummary, replay
-from croupier.settler import message_id
+from croupier.results import message_id
 
 # -- the rules, written out from docs/rules.md ---------------------------------------------------
 

@@ -12,16 +12,10 @@ from croupier_feeds import CH_CLASSIC, CH_PROGRESSIVE, RoundFeed, line
 import holdem
 from contract.settlement import SettlementResult
 from croupier.ledger import Ledger, VersionConflict, open_ledger
+from croupier.meters import METER_MOVED, meter_stream
+from croupier.results import message_id
 from croupier.round import SETTLED
-from croupier.settler import (
-    METER_MOVED,
-    REJECTIONS_STREAM,
-    BatchReport,
-    Inbound,
-    Settler,
-    message_id,
-    meter_stream,
-)
+from croupier.settler import REJECTIONS_STREAM, BatchReport, Inbound, Settler
 
 Event = dict[str, Any]
 SEED = holdem.load_paytable("casino-holdem/progressive").jackpot.seed  # type: ignore[union-attr]

@@ -23,8 +23,9 @@ from croupier.ledger import Ledger, open_ledger
 from croupier.metrics import Metrics
 from croupier.relay import OutboxRelay
 from croupier.replay import replay
+from croupier.results import message_id
 from croupier.round import REJECTED, SETTLED, VOIDED, Round, Status, stream_name
-from croupier.settler import Inbound, Settler, message_id
+from croupier.settler import Inbound, Settler
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ from croupier.errors import ExitCode
 from croupier.ledger import Ledger, VerifyReport
 from croupier.ledger.signing import LedgerPublicKey, SigningKeyError
 from croupier.progress import Progress
-from croupier.settler import outbox_rule
+from croupier.results import outbox_rule
 
 LISTED = 50  # problems printed one per line; --json lists every one
 BOOKS_PAGE = 5_000  # ledger rows read per page by the books audit

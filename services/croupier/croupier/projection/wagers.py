@@ -34,8 +34,8 @@ from typing import Any, Final
 from croupier.ledger import RecordedEvent
 from croupier.ledger.chain import format_timestamp
 from croupier.projection import Changes, Column, Projection, ProjectionError, Table
+from croupier.results import result_bodies
 from croupier.round import ACCEPTED, REJECTED, SETTLED, VOIDED
-from croupier.settler import result_bodies
 
 _T: Final = "text"
 _I: Final = "int"
