@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from typing import Final
 
 #: gen0 threshold 50,000 allocations (default 700); the older generations as by default.
+#: Guarded by `python -m bench replay` (settlement only, into SQLite and PostgreSQL).
 GC_THRESHOLDS: Final = (50_000, 10, 10)
 
 

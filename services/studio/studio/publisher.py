@@ -67,6 +67,7 @@ async def publish_window(
 
     Delivery tags and confirmation futures are registered under the channel lock exactly as
     ``channel.basic_publish`` registers them, so the broker's acks and nacks resolve them.
+    Guarded by `python -m bench service` ("studio publisher alone").
     """
     if not channel.publisher_confirms:
         raise ValueError("publishing the feed needs a channel with publisher confirms")
