@@ -34,6 +34,7 @@ import structlog
 
 from contract.codes import RejectionCode
 from croupier.bus import BusError, Delivery, FeedSource
+from croupier.facts import closing
 from croupier.ledger import LedgerUnavailable, VersionConflict
 from croupier.logs import context_ids
 from croupier.metrics import Metrics
@@ -242,7 +243,8 @@ class FeedConsumer:
             m.observe_closed([closed.data], status)
             if size:
                 m.latency.observe(seconds)
-            event = closed.data["event"]
+            data = closing(closed.data)
+            event = data["event"]
             say = log.info
             if closed.data.get("code") == RejectionCode.ROUND_TIMEOUT:
                 m.rounds_timed_out.inc()
@@ -253,7 +255,7 @@ class FeedConsumer:
                 round_id=event["round_id"],
                 event_id=event["event_id"],
                 ledger_position=closed.position,
-                bets=len(closed.data["results"]),
+                bets=len(data["results"]),
             )
 
 

@@ -13,7 +13,8 @@ from collections.abc import Mapping, Sequence
 from typing import Final
 
 from contract.feed import BetPlaced, EventType, FeedEvent, RoundOpened
-from croupier.facts import Fact
+from croupier.facts import Fact, MeterMoved
+from croupier.facts import closing as closing_data
 from croupier.ledger import Ledger
 from croupier.round import Round
 from holdem import PayTable, PayTableError, load_paytable
@@ -73,14 +74,15 @@ class Meters:
         """The (stream, fact) of each meter a closing fact moves, moving ``pending`` (the
         batch's levels) and ``versions`` (its streams' versions) on."""
         moved: list[tuple[str, Fact]] = []
-        for movement in closing.data["jackpot"]:
-            key = meter_stream(closing.data["paytable"]["id"], movement["currency"])
+        data = closing_data(closing.data)
+        for movement in data["jackpot"]:
+            key = meter_stream(data["paytable"]["id"], movement["currency"])
             versions.setdefault(key, self._levels[key][1])
             level = pending.get(key, self._levels[key][0])
             assert movement["before"] == level, f"meter {key} moves on from {level}"
             pending[key] = movement["after"]
-            data = {**movement, "settlement": closing.key}
-            moved.append((key, Fact(METER_MOVED, data, f"{closing.key}:{key}")))
+            fact: MeterMoved = {**movement, "settlement": closing.key}
+            moved.append((key, Fact(METER_MOVED, fact, f"{closing.key}:{key}")))
         return moved
 
     def decided(self, pending: Mapping[str, int], versions: Mapping[str, int]) -> None:

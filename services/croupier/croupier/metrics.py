@@ -33,6 +33,7 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
 from croupier import croupier_version
+from croupier.facts import closing
 from holdem import Spot, load_paytable, paytable_ids
 from holdem.paytable import PLAY_WAGERS
 
@@ -224,7 +225,7 @@ class Metrics:
 
     def observe_closed(self, facts: Iterable[Mapping[str, Any]], status: str) -> None:
         """Count a settled round's wagers and returns, or a voided round's refunds."""
-        for data in facts:
+        for data in map(closing, facts):
             table = data["paytable"]["id"]
             game = str(load_paytable(table).game)
             self.rounds.labels(game, table, status).inc()

@@ -15,6 +15,7 @@ from typing import Any, Final
 
 from contract.canonical import canonical_json
 from croupier.bus import SETTLEMENTS_EXCHANGE
+from croupier.facts import closing
 from croupier.ledger import OutboxMessage
 from croupier.ledger.audit import Expected
 from croupier.round import SETTLED, VOIDED
@@ -42,10 +43,11 @@ def result_bodies(closed: Mapping[str, Any]) -> list[dict[str, Any]]:
     which already guarantees each line's outcome and amount, and the totals are summed
     right here.
     """
-    event = closed["event"]
+    data = closing(closed)
+    event = data["event"]
     table_id, round_id = event["table_id"], event["round_id"]
     by_owner: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for line in closed["results"]:
+    for line in data["results"]:
         bet = {
             "bet_id": line["bet_id"],
             "spot": line["spot"],

@@ -55,7 +55,7 @@ from contract.feed import (
     Target,
     parse_event,
 )
-from croupier.facts import Fact
+from croupier.facts import DealCards, Fact, Movement, PayTableRef, Posting, ResultLine
 from holdem import PayTable, Spot, Stage
 from holdem.schedule import (
     PLAY_SPOTS,
@@ -456,8 +456,8 @@ class Round:
             dealer=(self.dealer[0], self.dealer[1]),
             board=tuple(self.board),
         )
-        results: list[dict[str, Any]] = []
-        movements: list[dict[str, Any]] = []
+        results: list[ResultLine] = []
+        movements: list[Movement] = []
         hands: dict[str, str] = {}
         for currency, wagers, decisions in self._by_currency():
             jackpot = any(w.spot is Spot.JACKPOT for w in wagers)
@@ -465,7 +465,7 @@ class Round:
             settled = holdem.settle(table, deal, wagers, decisions, meter)
             results += [_result_data(r, currency) for r in settled.results]
             if settled.meter is not None:
-                movements.append({"currency": currency, **_movement_data(settled.meter)})
+                movements.append(_movement_data(settled.meter, currency))
             hands = dict(settled.hands)
         return arrival.fact(
             SETTLED,
@@ -490,7 +490,7 @@ class Round:
     def _void(
         self, event: RoundVoided, arrival: Received, extra: Mapping[str, Any] | None = None
     ) -> Fact:
-        results: list[dict[str, Any]] = []
+        results: list[ResultLine] = []
         for currency, wagers, decisions in self._by_currency():
             results += [_result_data(r, currency) for r in holdem.void(wagers, decisions).results]
         return arrival.fact(
@@ -616,7 +616,7 @@ class Round:
         return folds_before(game, stage, decided)
 
 
-def _deal_data(deal: holdem.Deal) -> dict[str, Any]:
+def _deal_data(deal: holdem.Deal) -> DealCards:
     """The cards a round was settled on, as card text: what its integrity terms come from."""
     return {
         "boxes": {box: holdem.cards_text(hole) for box, hole in sorted(deal.boxes.items())},
@@ -625,7 +625,7 @@ def _deal_data(deal: holdem.Deal) -> dict[str, Any]:
     }
 
 
-def _paytable_data(table: PayTable) -> dict[str, Any]:
+def _paytable_data(table: PayTable) -> PayTableRef:
     return {"id": table.id, "version": table.version, "hash": table.content_hash}
 
 
@@ -634,7 +634,7 @@ def _rejected(arrival: Received, code: RejectionCode, reason: str, *, uses_seq: 
     return arrival.fact(REJECTED, key, code=code, reason=reason, uses_seq=uses_seq)
 
 
-def _result_data(result: holdem.BetResult, currency: str) -> dict[str, Any]:
+def _result_data(result: holdem.BetResult, currency: str) -> ResultLine:
     return {
         "bet_id": result.bet_id,
         "player_id": result.player,
@@ -648,8 +648,9 @@ def _result_data(result: holdem.BetResult, currency: str) -> dict[str, Any]:
     }
 
 
-def _movement_data(meter: holdem.MeterMovement) -> dict[str, int]:
+def _movement_data(meter: holdem.MeterMovement, currency: str) -> Movement:
     return {
+        "currency": currency,
         "before": meter.before,
         "contributed": meter.contributed,
         "awarded": meter.awarded,
@@ -658,15 +659,13 @@ def _movement_data(meter: holdem.MeterMovement) -> dict[str, int]:
     }
 
 
-def postings(
-    results: list[dict[str, Any]], movements: list[dict[str, Any]]
-) -> list[dict[str, Any]]:
+def postings(results: list[ResultLine], movements: list[Movement]) -> list[Posting]:
     """Balanced double-entry postings of a round, per currency (each currency sums to zero).
 
     Stakes leave the round's escrow, players receive what is returned, the jackpot meter
     moves by its contributions, awards and reseeds, and the house takes the difference.
     """
-    out: list[dict[str, Any]] = []
+    out: list[Posting] = []
     for currency in sorted({r["currency"] for r in results}):
         mine = [r for r in results if r["currency"] == currency]
         staked = sum(r["stake"] for r in mine)

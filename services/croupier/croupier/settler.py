@@ -24,7 +24,7 @@ from contract.canonical import canonical_json
 from contract.codes import RejectionCode
 from contract.feed import ContractError, FeedEvent, parse_event
 from croupier.deadletters import dead_letter
-from croupier.facts import Fact
+from croupier.facts import Fact, event_fact
 from croupier.ledger import Ledger, OutboxMessage, RecordedEvent, StreamAppend
 from croupier.logs import context_ids
 from croupier.meters import Meters
@@ -394,7 +394,7 @@ def _tick(state: Round, now: float) -> None:
 
 def _handled_fact(fact: Fact, ref: int = 0) -> Handled:
     verdict = _VERDICTS.get(fact.type, "accepted")
-    event = fact.data["event"]
+    event = event_fact(fact.data)["event"]
     return Handled(
         ref,
         verdict,
