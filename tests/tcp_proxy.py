@@ -37,10 +37,14 @@ class TcpProxy:
         self._open = asyncio.Event()
         self._server: asyncio.Server | None = None
 
-    def __enter__(self) -> TcpProxy:
+    def start(self) -> TcpProxy:
+        """Listen on a free port (``port``) and forward; returns the proxy."""
         self._thread.start()
         self._call(self._listen())
         return self
+
+    def __enter__(self) -> TcpProxy:
+        return self.start()
 
     def __exit__(
         self,

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import aio_pika
 from aio_pika.exceptions import AMQPError
@@ -34,6 +35,7 @@ from integration.service.service_harness import (
     round_streams,
     wallet_paid,
 )
+from tcp_proxy import TcpProxy
 
 from croupier.bus import DEAD_LETTER_QUEUE
 from croupier.ledger import RecordedEvent
@@ -68,7 +70,11 @@ async def consumed(instance: ServeProcess) -> float:
 
 @dataclass
 class Fleet:
-    """``croupier serve`` processes on one ledger and broker; the first ready one is active."""
+    """``croupier serve`` processes on one ledger and broker; the first ready one is active.
+
+    Each instance reaches the database and the broker through TCP proxies of its own, so
+    that one can be cut off (:meth:`cut`) while the others are not.
+    """
 
     database_url: str
     amqp_url: str
@@ -77,13 +83,31 @@ class Fleet:
     instances: list[ServeProcess] = field(default_factory=list)
     started: int = 0
     rss_ready: list[int] = field(default_factory=list)
+    proxies: dict[int, tuple[TcpProxy, TcpProxy]] = field(default_factory=dict)
 
     def spawn(self) -> ServeProcess:
         self.started += 1
         log = self.logs / f"serve-{self.started}.log"
-        instance = ServeProcess(self.database_url, self.amqp_url, log, self.max_batch)
+        to_database, to_broker = (
+            TcpProxy(_port(url)).start() for url in (self.database_url, self.amqp_url)
+        )
+        instance = ServeProcess(
+            _via(self.database_url, to_database),
+            _via(self.amqp_url, to_broker),
+            log,
+            self.max_batch,
+        )
+        self.proxies[instance.process.pid] = (to_database, to_broker)
         self.instances.append(instance)
         return instance
+
+    def cut(self, instance: ServeProcess, *, off: bool) -> None:
+        """Black-hole (``off``) or heal the network between ``instance`` and its services."""
+        for proxy in self.proxies[instance.process.pid]:
+            if off:
+                proxy.black_hole()
+            else:
+                proxy.heal()
 
     async def start(self, count: int) -> None:
         for _ in range(count):
@@ -111,9 +135,26 @@ class Fleet:
                 os.kill(instance.process.pid, signal.SIGCONT)
                 instance.process.kill()
                 instance.process.wait(30)
+        for proxies in self.proxies.values():
+            for proxy in proxies:
+                proxy.close()
 
     def rss_now(self) -> list[int]:
         return [rss_kib(i.process.pid) for i in self.alive()]
+
+
+def _port(url: str) -> int:
+    port = urlsplit(url).port
+    assert port is not None, f"{url} names no port"
+    return port
+
+
+def _via(url: str, proxy: TcpProxy) -> str:
+    """``url`` with its port replaced by the proxy's (127.0.0.1)."""
+    parts = urlsplit(url)
+    host = parts.netloc.rsplit("@", 1)
+    where = f"127.0.0.1:{proxy.port}"
+    return parts._replace(netloc=f"{host[0]}@{where}" if len(host) == 2 else where).geturl()
 
 
 # -- the independent replay ------------------------------------------------------------------

@@ -4,11 +4,12 @@ parked unknown to the ledger.
 Three ``croupier serve`` processes run on a PostgreSQL cluster and a RabbitMQ node this test
 starts itself. A studio feed with the hostile corpus (``hostile.py``) spread through it is
 published in chunks; between chunks the suite kills instances before they are ready (a crash
-loop with work queued), kills the active one, SIGSTOPs it with two standbys running, and
-restarts PostgreSQL and RabbitMQ. Then it compares: every valid round closed exactly once,
-every result received and equal to ``croupier replay`` of the same valid feed, wallets paid
-what the ledger returned, and every dead letter known to the ledger. It prints the table
-and asserts every figure of harm is 0.
+loop with work queued), kills the active one, SIGSTOPs it with two standbys running, cuts its
+network (each instance reaches the services through TCP proxies of its own, ``tcp_proxy.py``,
+black-holed for 15 s), and restarts PostgreSQL and RabbitMQ. Then it compares: every valid
+round closed exactly once, every result received and equal to ``croupier replay`` of the
+same valid feed, wallets paid what the ledger returned, and every dead letter known to the
+ledger. It prints the table and asserts every figure of harm is 0.
 
 ``make test`` runs the short form; ``make chaos`` sets ``CROUPIER_CHAOS=full`` (more rounds,
 a longer crash loop, every fault twice). ``CROUPIER_CHAOS_SEED`` picks the seed.
@@ -187,7 +188,13 @@ def _chunks(feed: list[FeedMessage], count: int) -> list[list[FeedMessage]]:
 def _faults(rounds: int, rng: random.Random) -> list[str]:
     out: list[str] = []
     for _ in range(rounds):
-        batch = ["SIGKILL active", "SIGSTOP active", "PostgreSQL restart", "RabbitMQ restart"]
+        batch = [
+            "SIGKILL active",
+            "SIGSTOP active",
+            "partition active",
+            "PostgreSQL restart",
+            "RabbitMQ restart",
+        ]
         rng.shuffle(batch)
         out += batch
     return out
@@ -209,6 +216,14 @@ async def _inject(
             await asyncio.sleep(15)
         finally:
             victim.process.send_signal(signal.SIGCONT)
+        await victim.ready(timeout=120)
+    elif fault == "partition active":
+        victim = await fleet.active()
+        fleet.cut(victim, off=True)
+        try:
+            await asyncio.sleep(15)
+        finally:
+            fleet.cut(victim, off=False)
         await victim.ready(timeout=120)
     elif fault == "PostgreSQL restart":
         await asyncio.to_thread(database.stop)
