@@ -66,49 +66,42 @@ def ch_calls(
     cards[:, 3:] = unseen[four]
     # Per turn/river pair (rows), the dealer's strength with each pair of the rest.
     dealer = evaluate_batch(cards)[_dealer_quads(n)]
-    per_board = dealer.shape[1]
-
-    def below(threshold: npt.NDArray[np.integer]) -> F64:
-        """Per turn/river pair, how many dealer pairs are weaker than ``threshold``."""
-        return (dealer < threshold[:, None]).sum(axis=1, dtype=np.float64)  # type: ignore[no-any-return]
-
+    per_board = float(dealer.shape[1])
     board = pairs(n)
-    q = below(np.full(len(board), qualifying_strength()))
-    m = np.asarray(multipliers, dtype=np.float64)
-    boxes = []  # per calling box: weight, paid, net on a win, weaker, no stronger
-    for hole, weight in zip(holes, weights, strict=True):
-        if not weight:
-            continue
-        hand = np.empty((len(board), 7), dtype=np.uint8)
-        hand[:, :2] = hole
-        hand[:, 2:5] = flop
-        hand[:, 5:] = unseen[board]
-        strength = evaluate_batch(hand)
-        paid = m[category_of_strength()[strength]]
-        weaker = below(strength)
-        upto = weaker + (dealer == strength[:, None]).sum(axis=1, dtype=np.float64)
-        boxes.append((float(weight), paid, paid + 2, weaker, upto))
-    first = np.zeros(len(board))
-    second = np.zeros(len(board))
-    for w, paid, win, weaker, upto in boxes:
-        lose = per_board - np.maximum(upto, q)
-        first += w * (paid * q + win * np.maximum(weaker - q, 0) - 3 * lose)
-        for v, paid2, win2, weaker2, upto2 in boxes:
-            both_win = np.maximum(np.minimum(weaker, weaker2) - q, 0)
-            win_lose = np.maximum(weaker - np.maximum(upto2, q), 0)
-            lose_win = np.maximum(weaker2 - np.maximum(upto, q), 0)
-            both_lose = per_board - np.maximum(np.maximum(upto, upto2), q)
-            second += (
-                w
-                * v
-                * (
-                    paid * paid2 * q
-                    + win * win2 * both_win
-                    - 3 * win * win_lose
-                    - 3 * win2 * lose_win
-                    + 9 * both_lose
-                )
-            )
-    completions = float(len(board) * per_board)
+    calling = [(hole, float(w)) for hole, w in zip(holes, weights, strict=True) if w]
+    hands = np.empty((len(calling), len(board), 7), dtype=np.uint8)
+    for i, (hole, _) in enumerate(calling):
+        hands[i, :, :2] = hole
+    hands[:, :, 2:5] = flop
+    hands[:, :, 5:] = unseen[board]
+    strength = evaluate_batch(hands.reshape(-1, 7)).reshape(len(calling), len(board))
+    # Per box (rows) and turn/river pair: dealer pairs weaker, and no stronger, than the box.
+    weaker = _below(dealer, strength)
+    upto = _below(dealer, strength + 1)
+    q = _below(dealer, np.full((1, len(board)), qualifying_strength(), dtype=np.uint16))[0]
+    w = np.array([weight for _, weight in calling])
+    paid = np.asarray(multipliers, dtype=np.float64)[category_of_strength()[strength]]
+    win = paid + 2
+    first = w @ (paid * q + win * np.maximum(weaker - q, 0) - 3 * (per_board - np.maximum(upto, q)))
+    # Every pair of boxes (i, j) on the last axes: the counts of each band of the dealer's hand.
+    both_win = np.maximum(np.minimum(weaker[:, None], weaker[None]) - q, 0)
+    win_lose = np.maximum(weaker[:, None] - np.maximum(upto[None], q), 0)
+    both_lose = per_board - np.maximum(np.maximum(upto[:, None], upto[None]), q)
+    products = (
+        paid[:, None] * paid[None] * q
+        + win[:, None] * win[None] * both_win
+        - 3 * win[:, None] * win_lose
+        - 3 * win[None] * win_lose.transpose(1, 0, 2)
+        + 9 * both_lose
+    )
+    second = np.einsum("i,j,ijt->", w, w, products)
+    completions = len(board) * per_board
     mean = float(first.sum()) / completions
-    return mean, float(second.sum()) / completions - mean * mean
+    return mean, float(second) / completions - mean * mean
+
+
+def _below(dealer: npt.NDArray[np.uint16], thresholds: npt.NDArray[np.integer]) -> F64:
+    """Per row of ``thresholds`` and turn/river pair, how many dealer pairs are weaker."""
+    weaker = dealer[None] < thresholds[:, :, None]
+    counts: F64 = weaker.view(np.uint8).sum(axis=2, dtype=np.uint16).astype(np.float64)
+    return counts

@@ -29,9 +29,15 @@ Casino Hold'em: when calls stand on two or more boxes, their expectation and var
 taken together, given every card on the table (:mod:`holdem.integrity.joint`, exact). Texas
 Hold'em Plus: the boxes' stage variances are combined as if perfectly correlated, the most
 they can be (``(sum of standard deviations)^2`` per stage), so a multi-box z-score is on the
-safe side: never larger than the exact one. The deal values of boxes on one flop are nearly
-uncorrelated (-1.3% of the variance between two boxes in Casino Hold'em) and are added as
-independent terms.
+safe side: never larger than the exact one. Exact would take each stage's expectations given
+every box's cards, not the box's own: the preflop stage alone is then every flop of the unseen
+cards with each box's best-play value on it, the other boxes' cards removed, which no flop
+table holds (a table conditions on one hole pair), so a fresh enumeration of three streets per
+round. The bound costs power only on multi-box Texas Hold'em Plus tables, by the ratio the
+benchmark's ``boxes`` row prints (squared residuals over stated variance): the play z-score
+is that ratio's square root of the exact one, and needs its inverse in rounds. The deal
+values of boxes on one flop are nearly uncorrelated (-1.3% of the variance between two boxes
+in Casino Hold'em) and are added as independent terms.
 
 All amounts are minor units; terms are floats because expectations are fractions of a unit.
 """
