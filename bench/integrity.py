@@ -42,10 +42,11 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from holdem import load_paytable
+from holdem import PayTable, load_paytable
 from holdem.evaluator import evaluate_batch
 from holdem.integrity import tables
 from holdem.integrity.constants import load_constants
+from holdem.integrity.terms import Terms
 from holdem.odds.combos import canonical_flops, pair_index
 from holdem.odds.par import load_par
 from holdem.odds.situation import (
@@ -271,6 +272,64 @@ def rtp_shift(case: Case, rounds: int = 400_000) -> float:
     return float(faulty.net.sum() / faulty.antes.sum() - clean.net.sum() / clean.antes.sum())
 
 
+COMPLETION_SEEDS: Final = int(os.environ.get("BENCH_COMPLETION_SEEDS", "40"))
+
+
+def completion_race(seeds: int = COMPLETION_SEEDS, echo: Callable[[str], None] = print) -> None:
+    """Completion bias, best play, one box: the naive drift against the play residual.
+
+    The bias acts after the decision, on calls only, so both statistics move by the same
+    amount per round; the play residual leaves out the deal value's variance (about 1.05 of
+    6.8 antes^2), so theory says it needs ``Var(play) / Var(naive)`` of the naive rounds,
+    about 0.85. Rounds until the alert are a first-passage time with a wide spread: each
+    seed runs both statistics on the same rounds and the row reports their per-seed ratio,
+    with the drift estimate ``16 Var / shift^2`` (|z| = 4 in expectation) of each.
+    """
+    case = Case("best play", completion_bias=ONE_POINT["completion_bias"])
+    got = rounds_until_alert(case, seeds, CAP, ("naive", "play"))
+    pairs = [(n, p) for n, p in zip(got["naive"], got["play"], strict=True) if n and p]
+    if not pairs:
+        echo(f"completion bias: no seed fired both statistics by {CAP:,} rounds")
+        return
+    ratios = sorted(p / n for n, p in pairs)
+    q = np.quantile(ratios, [0.25, 0.5, 0.75])
+    naive = sorted(n for n, _ in pairs)
+    play = sorted(p for _, p in pairs)
+    echo(
+        f"completion bias, best play, one box, {seeds} seeds ({len(pairs)} fired both by "
+        f"{CAP:,} rounds): median rounds naive {int(statistics.median(naive)):,} "
+        f"(quartiles {int(np.quantile(naive, 0.25)):,}-{int(np.quantile(naive, 0.75)):,}), "
+        f"play residual {int(statistics.median(play)):,} "
+        f"(quartiles {int(np.quantile(play, 0.25)):,}-{int(np.quantile(play, 0.75)):,}); "
+        f"per-seed ratio play/naive median {q[1]:.3f} (quartiles {q[0]:.3f}-{q[2]:.3f}), "
+        f"{sum(r <= 1 for r in ratios)}/{len(ratios)} seeds <= 1"
+    )
+    rng = np.random.default_rng(99)
+    sums = {name: np.zeros(3) for name in ("naive", "play")}  # deviation, its square, stated
+    chunks = int(os.environ.get("BENCH_DRIFT_CHUNKS", "80"))
+    for _ in range(chunks):
+        inc = simulate(case, CHUNK, rng)
+        for name, total in sums.items():
+            dev, var = getattr(inc, name)
+            total += (dev.sum(), (dev * dev).sum(), var.sum())
+    rounds = chunks * CHUNK
+    stated = {name: total[2] / rounds for name, total in sums.items()}
+    echo(
+        f"   the fault acts after the decision, so both statistics move by the same amount "
+        f"per round: rounds needed play/naive = stated variance play/naive = "
+        f"{stated['play'] / stated['naive']:.3f}"
+    )
+    for name, (first, second, stated_sum) in sums.items():
+        shift = first / rounds
+        observed = second / rounds - shift * shift
+        stated = stated_sum / rounds
+        echo(
+            f"   {name:<6} over {rounds:,} rounds: shift {shift:+.4f} antes/round "
+            f"(+-{sqrt(observed / rounds):.4f}), stated variance {stated:.3f}, observed "
+            f"{observed:.3f}: |z| = 4 in expectation after {16 * stated / shift**2:,.0f} rounds"
+        )
+
+
 def _median(values: list[int | None], ran: list[int | None]) -> str:
     """The median over seeds; ``>N`` when most seeds had not fired after N rounds."""
     shortest = min(r for r in ran if r is not None)
@@ -308,18 +367,16 @@ def run(
                 ran = got.pop("rounds")
                 cells = " | ".join(f"{name} {_median(v, ran):>10}" for name, v in got.items())
                 echo(f"  {fault:<15} {seating:<16} {strategy:<12} {cells}")
-    horizon = 10_000
-    many = max(100, seeds * 25)
-    normal = 1 - erf(2 / sqrt(2)), 1 - erf(3 / sqrt(2))
-    echo(
-        f"no fault: share of {many} seeds with |z| > 2 / > 3 after {horizon:,} rounds "
-        f"(nominal {normal[0]:.2%} / {normal[1]:.2%})"
-    )
-    for seating, (boxes, players) in seatings.items():
-        for strategy in strategies:
-            rates = alarm_rates(Case(strategy, boxes, players), many, horizon)
-            cells = " | ".join(f"{name} {r2:6.2%} {r3:6.2%}" for name, (r2, r3) in rates.items())
-            echo(f"  {seating:<16} {strategy:<12} {cells}")
+    no_fault(seeds, echo)
+    box_rows(echo)
+    echo(f"({time.perf_counter() - started:.0f} s)")
+    completion_race(echo=echo)
+    seven_boxes(echo)
+    run_day(echo)
+
+
+def box_rows(echo: Callable[[str], None] = print) -> None:
+    """Fair 5-box rounds through the real path: stated variance against squared residuals."""
     echo(
         "boxes of one round (real path: studio-style rounds, rules core, Calculator): "
         "sum of squared play residuals over the sum of stated variances (1 = exact, "
@@ -330,8 +387,26 @@ def run(
             scale, z, n = box_scale(paytable, 5, strategy, MULTIBOX_ROUNDS)
             line = f"{scale:5.2f} over {n} rounds, z {z:+.2f}"
             echo(f"  {paytable:<28} 5 boxes {strategy:<12} {line}")
-    echo(f"({time.perf_counter() - started:.0f} s)")
-    run_day(echo)
+
+
+def no_fault(seeds: int = SEEDS, echo: Callable[[str], None] = print) -> None:
+    """No fault: the share of seeds beyond |z| 2 and 3, per seating and strategy, every
+    statistic (naive beside new), with the sampling error of the nominal rate."""
+    strategies = ("best play", "always call", "random")
+    seatings = {"single box": (1, 1), "shared hand x50": (1, 50)}
+    horizon = 10_000
+    many = max(100, seeds * 25)
+    normal = 1 - erf(2 / sqrt(2)), 1 - erf(3 / sqrt(2))
+    se = sqrt(normal[0] * (1 - normal[0]) / many), sqrt(normal[1] * (1 - normal[1]) / many)
+    echo(
+        f"no fault: share of {many} seeds with |z| > 2 / > 3 after {horizon:,} rounds "
+        f"(nominal {normal[0]:.2%} +- {se[0]:.2%} / {normal[1]:.2%} +- {se[1]:.2%})"
+    )
+    for seating, (boxes, players) in seatings.items():
+        for strategy in strategies:
+            rates = alarm_rates(Case(strategy, boxes, players), many, horizon)
+            cells = " | ".join(f"{name} {r2:6.2%} {r3:6.2%}" for name, (r2, r3) in rates.items())
+            echo(f"  {seating:<16} {strategy:<12} {cells}")
 
 
 MULTIBOX_ROUNDS: Final = int(os.environ.get("BENCH_MULTIBOX_ROUNDS", "300"))
@@ -339,42 +414,117 @@ MULTIBOX_ROUNDS: Final = int(os.environ.get("BENCH_MULTIBOX_ROUNDS", "300"))
 
 def box_scale(paytable: str, boxes: int, strategy: str, rounds: int) -> tuple[float, float, int]:
     """Fair multi-box rounds through the real path: sum r^2 / sum variance, z, rounds."""
-    from holdem import Action, Deal, Decision, Spot, Stage, Wager, settle
-    from holdem.integrity.terms import Calculator
-
     table = load_paytable(paytable)
-    calculator = Calculator(table)
     rng = np.random.default_rng(17)
-    ch = table.game.value == "casino_holdem"
-    stages = (Stage.FLOP,) if ch else (Stage.PREFLOP, Stage.FLOP, Stage.TURN)
     squares = variance = total = 0.0
     for _ in range(rounds):
-        cards = rng.permutation(52)[: 2 * boxes + 7].tolist()
-        holes = {str(b): (cards[2 * b], cards[2 * b + 1]) for b in range(boxes)}
-        deal = Deal(holes, (cards[-7], cards[-6]), tuple(cards[-5:]))
-        wagers, decisions = [], []
-        for b in range(boxes):
-            ante = f"a{b}"
-            wagers.append(Wager(ante, f"p{b}", str(b), Spot.ANTE, 100))
-            for stage in stages:
-                if stage in (Stage.FLOP, Stage.PREFLOP) and (ch or stage is Stage.PREFLOP):
-                    call = strategy == "always call" or rng.random() < 0.5
-                    action = Action.CALL if call else Action.FOLD
-                else:
-                    options = (Action.BET,) if strategy == "always call" else tuple(Action)[1:]
-                    action = options[int(rng.integers(len(options)))]
-                bet = f"{stage}{b}" if action in (Action.CALL, Action.BET) else None
-                amount = (200 if action is Action.CALL else 100) if bet else None
-                decisions.append(Decision(ante, stage, action, bet, amount))
-                if action is Action.FOLD:
-                    break
-        results = settle(table, deal, wagers, decisions).results
-        terms = calculator.round(deal, results, decisions)
+        terms, _, _ = _real_round(table, boxes, strategy, rng)
         residual = terms.play_actual - terms.play_expected
         squares += residual * residual
         variance += terms.play_variance
         total += residual
     return squares / variance, total / sqrt(variance), rounds
+
+
+def _real_round(
+    table: PayTable, boxes: int, strategy: str, rng: np.random.Generator
+) -> tuple[Terms, float, float]:
+    """A fair round of one player per box through the rules core and the calculator.
+
+    Returns its terms and the naive drift's deviation and variance: main-game net against
+    the PAR sheet's best-play EV per ante, every ante an independent sample.
+    """
+    from holdem import Action, Deal, Decision, Spot, Stage, Wager, settle
+    from holdem.integrity.terms import calculator
+
+    calc = calculator(table)
+    ch = table.game.value == "casino_holdem"
+    stages = (Stage.FLOP,) if ch else (Stage.PREFLOP, Stage.FLOP, Stage.TURN)
+    cards = rng.permutation(52)[: 2 * boxes + 7].tolist()
+    holes = {str(b): (cards[2 * b], cards[2 * b + 1]) for b in range(boxes)}
+    deal = Deal(holes, (cards[-7], cards[-6]), tuple(cards[-5:]))
+    wagers, decisions = [], []
+    for b in range(boxes):
+        ante = f"a{b}"
+        wagers.append(Wager(ante, f"p{b}", str(b), Spot.ANTE, 100))
+        for stage in stages:
+            if stage in (Stage.FLOP, Stage.PREFLOP) and (ch or stage is Stage.PREFLOP):
+                if strategy == "best play":
+                    call = _ch_call_ev(calc.multipliers, holes[str(b)], deal.board) > -1.0
+                else:
+                    call = strategy == "always call" or rng.random() < 0.5
+                action = Action.CALL if call else Action.FOLD
+            else:
+                options = (Action.BET,) if strategy == "always call" else tuple(Action)[1:]
+                action = options[int(rng.integers(len(options)))]
+            bet = f"{stage}{b}" if action in (Action.CALL, Action.BET) else None
+            amount = (200 if action is Action.CALL else 100) if bet else None
+            decisions.append(Decision(ante, stage, action, bet, amount))
+            if action is Action.FOLD:
+                break
+    results = settle(table, deal, wagers, decisions).results
+    main = (Spot.ANTE, Spot.CALL, Spot.FLOP_BET, Spot.TURN_BET)
+    net = sum(r.returned - r.stake for r in results if r.spot in main)
+    base = load_par(table).base
+    antes = [w.amount for w in wagers]
+    naive = net - float(base.ev()) * sum(antes), float(base.variance()) * sum(a * a for a in antes)
+    return calc.round(deal, results, decisions), naive[0], naive[1]
+
+
+def _ch_call_ev(
+    multipliers: tuple[int, ...], hole: tuple[int, int], board: tuple[int, ...]
+) -> float:
+    where = tables.place(hole, board[:3])
+    return float(tables.ch_flop_table(multipliers, where.flop).ev[where.row]) / CH_COMPLETIONS
+
+
+REAL_SEEDS: Final = int(os.environ.get("BENCH_REAL_SEEDS", "100"))
+REAL_ROUNDS: Final = int(os.environ.get("BENCH_REAL_ROUNDS", "150"))
+
+
+def real_alarm_rates(
+    paytable: str, boxes: int, strategy: str, seeds: int, rounds: int
+) -> dict[str, tuple[float, float]]:
+    """Fair rounds through the real path: per statistic, the share of seeds beyond 2 and 3."""
+    table = load_paytable(paytable)
+    z: dict[str, list[float]] = {"naive": [], "deal": [], "play": []}
+    for seed in range(seeds):
+        rng = np.random.default_rng(70_000 + seed)
+        total = Terms()
+        naive = [0.0, 0.0]
+        for _ in range(rounds):
+            terms, dev, var = _real_round(table, boxes, strategy, rng)
+            total += terms
+            naive[0] += dev
+            naive[1] += var
+        z["naive"].append(naive[0] / sqrt(naive[1]))
+        z["deal"].append(total.deal_z)
+        z["play"].append(total.play_z)
+    return {
+        name: (float(np.mean(np.abs(v) > 2)), float(np.mean(np.abs(v) > 3)))
+        for name, v in z.items()
+    }
+
+
+def seven_boxes(echo: Callable[[str], None] = print) -> None:
+    """No-fault alarm rates of 7-box tables through the real path (see real_alarm_rates)."""
+    seeds, rounds = REAL_SEEDS, REAL_ROUNDS
+    se = sqrt(0.0455 * 0.9545 / seeds)
+    echo(
+        f"no fault, 7 boxes through the real path (settle + Calculator): share of {seeds} seeds "
+        f"with |z| > 2 / > 3 after {rounds} rounds (nominal 4.55% +- {se:.2%} / 0.27%)"
+    )
+    cases = [
+        ("casino-holdem/classic", "best play"),
+        ("casino-holdem/classic", "always call"),
+        ("casino-holdem/classic", "random"),
+        ("texas-holdem-plus/standard", "always call"),
+        ("texas-holdem-plus/standard", "random"),
+    ]
+    for paytable, strategy in cases:
+        rates = real_alarm_rates(paytable, 7, strategy, seeds, rounds)
+        cells = " | ".join(f"{name} {r2:6.2%} {r3:6.2%}" for name, (r2, r3) in rates.items())
+        echo(f"  {paytable:<28} {strategy:<12} {cells}")
 
 
 # --- the day: recomputing 190,000 rounds through the real path ----------------------------
@@ -390,11 +540,12 @@ DAY_TABLES: Final = (
 )
 
 
-def day_facts(rounds: int = DAY_ROUNDS, seed: int = 3) -> list[bytes]:
+def day_facts(rounds: int = DAY_ROUNDS, seed: int = 3) -> tuple[list[bytes], float]:
     """A day of settled facts (as the ledger stores them: JSON) from the studio's tables.
 
     Each round is drafted by the studio (bets, cards, decisions with the simple strategy)
-    and settled by the rules core, the fact carrying what ``round.settled`` carries.
+    and settled by the rules core, the fact carrying what ``round.settled`` carries. Also
+    returns the CPU seconds the rules core took to settle them (the anchor).
     """
     import json
     import random
@@ -408,13 +559,16 @@ def day_facts(rounds: int = DAY_ROUNDS, seed: int = 3) -> list[bytes]:
     )
     master = random.Random(seed)
     out = []
+    settling = 0.0
     for index, spec in enumerate(config.tables):
         table = StudioTable(spec, config, random.Random(master.getrandbits(64)), 0)
         meter = table.paytable.jackpot.seed if table.paytable.jackpot else None
         for _ in range(config.rounds_of(index)):
             deal, wagers, decisions, folds = _read_draft(table.draft_round().steps)
             jackpot = any(w.spot.value == "jackpot" for w in wagers)
+            before = time.process_time()
             settled = settle(table.paytable, deal, wagers, decisions, meter if jackpot else None)
+            settling += time.process_time() - before
             if settled.meter is not None:
                 meter = settled.meter.after
             fact = {
@@ -441,7 +595,7 @@ def day_facts(rounds: int = DAY_ROUNDS, seed: int = 3) -> list[bytes]:
                 ],
             }
             out.append(json.dumps(fact).encode())
-    return out
+    return out, settling
 
 
 def _text(cards: tuple[int, ...]) -> str:
@@ -490,13 +644,16 @@ def run_day(echo: Callable[[str], None] = print) -> None:
 
     from croupier.commands.integrity import prepare_tables
     from croupier.integrity import prepare_settled
-    from holdem.integrity.terms import Terms
 
     made = time.perf_counter()
-    facts = day_facts()
+    facts, settling = day_facts()
     echo(
         f"day: {len(facts):,} rounds drafted and settled in {time.perf_counter() - made:.0f} s "
         f"(not timed); tables: {', '.join(DAY_TABLES)}"
+    )
+    echo(
+        f"day: anchor: the rules core settled the same rounds in {settling:.0f} s CPU "
+        f"({len(facts) / max(settling, 1e-9):,.0f} rounds/s)"
     )
     load = os.getloadavg()[0]
     started = time.process_time()
@@ -520,7 +677,8 @@ def run_day(echo: Callable[[str], None] = print) -> None:
         f"load {load:.1f} -> {os.getloadavg()[0]:.1f}) for {len(facts):,} rounds "
         f"({len(facts) / max(done - started, 1e-9):,.0f} rounds/s): decode and group "
         f"{read - started:.0f} s, loading the stored tables {tables_done - read:.1f} s, "
-        f"terms {done - tables_done:.0f} s; target 300 s"
+        f"terms {done - tables_done:.0f} s; target 300 s; "
+        f"{(done - started) / max(settling, 1e-9):.1f}x the anchor"
     )
     for kind, (count, spent) in sorted(kinds.items()):
         each = spent / count * 1e3
@@ -530,3 +688,18 @@ def run_day(echo: Callable[[str], None] = print) -> None:
             f"   {' '.join(labels)}: {t.rounds:,} rounds, "
             f"deal z {t.deal_z:+.2f}, play z {t.play_z:+.2f}"
         )
+
+
+if __name__ == "__main__":
+    import sys
+
+    parts = {
+        "completion": completion_race,
+        "nofault": no_fault,
+        "boxes": seven_boxes,
+        "scale": box_rows,
+        "day": run_day,
+        "all": run,
+    }
+    for part in sys.argv[1:] or ["all"]:
+        parts[part]()
