@@ -29,7 +29,7 @@ from croupier.cli import main
 from croupier.ledger import open_ledger
 from croupier.projection import open_store
 from croupier.reconcile import Reconciliation, Summary, as_dict, resolve_period
-from croupier.reconcile.wallet import file_chunks, read_file
+from croupier.reconcile.wallet import read_file
 from croupier.replay import replay
 from croupier.round import SETTLED, VOIDED
 from studio.config import Faults, StudioConfig, parse_table_specs
@@ -122,7 +122,7 @@ async def reconcile(
         period = await resolve_period(ledger, head, positions=positions)
         async with open_store(ledger).session() as session:
             reconciliation = Reconciliation(session, Summary(period, 0))
-            summary = await reconciliation.run(file_chunks(wallet))
+            summary = await reconciliation.run_file(wallet)
             found = [as_dict(d) async for d in reconciliation.discrepancies()]
             players = [p async for p in reconciliation.player_differences()]
     return summary, found, players

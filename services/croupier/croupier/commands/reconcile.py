@@ -32,7 +32,6 @@ from croupier.reconcile.wallet import (
     BadRow,
     WalletFormatError,
     WalletRow,
-    file_chunks,
     read_postgres,
 )
 from croupier.urls import mask_url
@@ -109,7 +108,8 @@ def run(args: argparse.Namespace) -> int:
     return ExitCode.OK if summary.ok else ExitCode.FINDING
 
 
-def _wallet_rows(args: argparse.Namespace) -> AsyncIterator[list[WalletRow | BadRow]]:
+def _wallet_source(args: argparse.Namespace) -> Path | AsyncIterator[list[WalletRow | BadRow]]:
+    """The wallet log file, or the rows of a wallet kept in PostgreSQL."""
     if args.wallet.startswith(("postgresql://", "postgres://")):
         table = args.wallet_table or (None if args.wallet_query else "wallet_transactions")
         return read_postgres(args.wallet, table=table, query=args.wallet_query)
@@ -118,13 +118,13 @@ def _wallet_rows(args: argparse.Namespace) -> AsyncIterator[list[WalletRow | Bad
     path = Path(args.wallet)
     if not path.is_file():
         raise WalletFormatError(f"no wallet log at {path}: give a .csv or .jsonl file")
-    return file_chunks(path)
+    return path
 
 
 async def _reconcile(args: argparse.Namespace) -> Summary:
     url = ledger_of(args)
     ledger_name, wallet_name = mask_url(url), mask_url(args.wallet)
-    rows = _wallet_rows(args)
+    wallet = _wallet_source(args)
     async with ledger_at(url) as ledger:
         with reaching(ledger=url):
             head = await Reconciliation.prepare_ledger(ledger)
@@ -135,7 +135,10 @@ async def _reconcile(args: argparse.Namespace) -> Summary:
                 summary = Summary(period, args.lag)
                 reconciliation = Reconciliation(session, summary)
                 with Progress("wallet rows", "rows", stream=sys.stderr) as progress:
-                    await reconciliation.run(rows, progress.advance)
+                    if isinstance(wallet, Path):
+                        await reconciliation.run_file(wallet, progress.advance)
+                    else:
+                        await reconciliation.run(wallet, progress.advance)
                 if args.csv is not None:
                     await write_csv(args.csv, reconciliation)
                 if args.json:

@@ -39,7 +39,7 @@ one projection runs on both databases. Register a module in
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
@@ -206,6 +206,13 @@ class Session(ABC):
         self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]
     ) -> None:
         """Bulk-insert ``rows`` into ``table`` (PostgreSQL: COPY)."""
+
+    async def copy_csv(
+        self, table: str, columns: Sequence[str], source: AsyncIterable[bytes]
+    ) -> int | None:
+        """Load CSV text (a header line, then rows) into ``table``'s ``columns``: the rows
+        loaded, or None when the database refuses the text or loads no CSV itself."""
+        return None
 
     @abstractmethod
     async def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:

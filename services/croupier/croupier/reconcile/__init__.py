@@ -40,11 +40,14 @@ discrepancies (``in_transit`` excluded).
 
 Scale and crashes
 -----------------
-The wallet rows are staged in chunks into a temporary table of the ledger's database and
-compared by SQL joins; discrepancies are streamed out. Memory stays flat as the period
-grows. Nothing is written but temporary tables (gone with the connection, also after
-SIGKILL) and the read model's catch-up, which is itself crash-safe: a killed run leaves
-nothing that changes the next run's answer.
+On PostgreSQL a CSV wallet log is loaded by ``COPY`` and checked by SQL
+(:mod:`croupier.reconcile.bulk`); other inputs are staged chunk by chunk. Each side of the
+ledger is then joined once with the wallet rows it expects (a full join, so what only one
+side has is found in the same pass) and only what does not match is written out and
+streamed; matched rows are only counted. Memory stays flat as the period grows. Nothing is
+written but temporary tables (gone with the connection, also after SIGKILL) and the read
+model's catch-up, which is itself crash-safe: a killed run leaves nothing that changes the
+next run's answer.
 """
 
 from __future__ import annotations
@@ -53,14 +56,17 @@ import re
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Final
+from pathlib import Path
+from typing import Any, Final, get_args
 
 from croupier.ledger import Ledger
 from croupier.ledger.chain import format_timestamp
 from croupier.projection import Session, open_store
 from croupier.projection.projector import Projector
 from croupier.projection.wagers import WagersProjection
-from croupier.reconcile.wallet import BadRow, WalletRow
+from croupier.reconcile.bulk import copy_csv
+from croupier.reconcile.contract import Discrepancy, Kind
+from croupier.reconcile.wallet import BadRow, WalletRow, file_chunks
 
 __all__ = [
     "KINDS",
@@ -72,17 +78,11 @@ __all__ = [
     "resolve_period",
 ]
 
-KINDS: Final = (
-    "missing_in_wallet",
-    "unknown_to_ledger",
-    "duplicate_credit",
-    "amount_mismatch",
-    "currency_mismatch",
-    "debit_without_wager",
-    "wager_without_debit",
-    "in_transit",
-)
+KINDS: Final[tuple[str, ...]] = get_args(Kind)
+DISCREPANCY_FIELDS: Final = tuple(Discrepancy.model_fields)
 MOVEMENTS: Final = ("debit", "credit", "refund")
+#: Debits the ledger does not account for that the wallet returned with a stake refund.
+REFUNDED_STAKE: Final = "refunded_stake"
 MAX_CHUNK: Final = 100_000
 MAX_BAD_ROWS_KEPT: Final = 1_000
 _TIME: Final = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
@@ -104,28 +104,6 @@ class Period:
     last_hash: str
     head: int
     head_hash: str
-
-
-@dataclass(frozen=True, slots=True)
-class Discrepancy:
-    """One exception, with the ids that locate it and the amounts on each side."""
-
-    kind: str
-    movement: str
-    line: int | None
-    transaction_id: str | None
-    message_id: str | None
-    table_id: str | None
-    round_id: str | None
-    bet_id: str | None
-    player_id: str | None
-    wallet_currency: str | None
-    wallet_amount: int | None
-    ledger_currency: str | None
-    ledger_amount: int | None
-    ledger_position: int | None
-    occurred_at: str | None
-    detail: str | None
 
 
 @dataclass
@@ -223,7 +201,7 @@ def _shift(moment: str, seconds: int) -> str:
 
 
 class Reconciliation:
-    """One comparison on one database session; build with :meth:`run`."""
+    """One comparison on one database session; build with :meth:`run` or :meth:`run_file`."""
 
     def __init__(self, session: Session, summary: Summary) -> None:
         self.session = session
@@ -244,15 +222,36 @@ class Reconciliation:
         on_staged: Callable[[int], None] | None = None,
     ) -> Summary:
         """Stage the wallet rows (chunk by chunk), compare, and fill in the summary."""
-        await self.session.execute(
-            "CREATE TEMP TABLE wallet_tx (line bigint, transaction_id text, kind text, "
-            "message_id text, table_id text, round_id text, bet_id text, player_id text, "
-            "currency text, amount bigint, occurred_at text)"
-        )
+        await self.session.execute(_STAGING)
+        await self._stage_chunks(chunks, on_staged)
+        return await self._finish()
+
+    async def run_file(self, path: Path, on_staged: Callable[[int], None] | None = None) -> Summary:
+        """:meth:`run` on a wallet log file: where the database can load a CSV itself
+        (:func:`croupier.reconcile.bulk.copy_csv`), it does, and only the rows it cannot
+        vouch for are checked here, one by one."""
+        await self.session.execute(_STAGING)
+        loaded = await copy_csv(self.session, path, "wallet_tx")
+        if loaded is None:
+            await self._stage_chunks(file_chunks(path), on_staged)
+        else:
+            self.summary.wallet_rows += loaded.staged
+            if on_staged is not None:
+                on_staged(loaded.staged)
+            await self._stage_chunks(loaded.leftovers, on_staged)
+        return await self._finish()
+
+    async def _stage_chunks(
+        self,
+        chunks: AsyncIterator[Sequence[WalletRow | BadRow]],
+        on_staged: Callable[[int], None] | None,
+    ) -> None:
         async for chunk in chunks:
             await self._stage(chunk)
             if on_staged is not None:
                 on_staged(len(chunk))
+
+    async def _finish(self) -> Summary:
         await self._compare()
         await self._summarise()
         return self.summary
@@ -288,23 +287,26 @@ class Reconciliation:
             await self.session.execute(statement.format(**values))
 
     async def _summarise(self) -> None:
-        s, summary = self.session, self.summary
+        summary = self.summary
         # int(): PostgreSQL sums bigints as numeric
-        for kind, currency, count, amount in await s.fetch(_MATCHED):
-            summary.matched.setdefault(currency, {}).setdefault(kind, [0, 0])
-            summary.matched[currency][kind][0] += int(count)
-            summary.matched[currency][kind][1] += int(amount)
-        for kind, currency, count, wallet, ledger in await s.fetch(_FOUND):
+        for verdict, movement, currency, count, amount in await self.session.fetch(_COUNTED):
+            if verdict in ("earlier", "later"):
+                summary.outside[verdict] = summary.outside.get(verdict, 0) + int(count)
+                continue
+            if verdict == "refunded":
+                movement = REFUNDED_STAKE
+            totals = summary.matched.setdefault(currency, {}).setdefault(movement, [0, 0])
+            totals[0] += int(count)
+            totals[1] += int(amount)
+        for kind, currency, count, wallet, ledger in await self.session.fetch(_FOUND):
             totals = [int(count), int(wallet), int(ledger)]
             summary.discrepancies.setdefault(currency, {})[kind] = totals
-        for verdict, count in await s.fetch(_OUTSIDE):
-            summary.outside[verdict] = summary.outside.get(verdict, 0) + int(count)
 
     async def discrepancies(self, page: int = 5_000) -> AsyncIterator[Discrepancy]:
         """Every discrepancy (and row in transit), in report order."""
         async for rows in self.session.stream(_LIST, (), page):
             for row in rows:
-                yield Discrepancy(*row)
+                yield Discrepancy.model_construct(**dict(zip(DISCREPANCY_FIELDS, row, strict=True)))
 
     async def player_differences(self, page: int = 5_000) -> AsyncIterator[tuple[str, str, int]]:
         """(player_id, currency, wallet less ledger) for every player whose balance differs."""
@@ -323,89 +325,102 @@ _FINDINGS_COLUMNS = (
     "wallet_currency, wallet_amount, ledger_currency, ledger_amount, ledger_position, "
     "occurred_at, detail, wallet_net, ledger_net"
 )
+_STAGING: Final = (
+    "CREATE TEMP TABLE wallet_tx (line bigint, transaction_id text, kind text, "
+    "message_id text, table_id text, round_id text, bet_id text, player_id text, "
+    "currency text, amount bigint, occurred_at text)"
+)
+# The play wager of a call or bet decision has the player and currency of its ante.
+_ANTE: Final = """(SELECT a.{column} FROM wagers a WHERE a.table_id = w.table_id
+                   AND a.round_id = w.round_id AND a.bet_id = w.ante_bet_id)"""
 
-# The comparison, statement by statement. {after}, {upto}, {head} are integers and the
-# {..._transit} times quoted ledger timestamps, checked before formatting.
+# The comparison, statement by statement: each side of the ledger is joined once with the
+# wallet rows it expects (a full join: what only one side has is found in the same pass),
+# and what does not match is listed in ``findings``. {after}, {upto}, {head} are integers
+# and the {..._transit} times quoted ledger timestamps, checked before formatting.
 _COMPARE: Final = (
-    """CREATE TEMP TABLE wallet_credits AS
-       SELECT line, transaction_id, kind, message_id, player_id, currency, amount, occurred_at,
-              ROW_NUMBER() OVER (PARTITION BY message_id ORDER BY occurred_at, line) AS n
-       FROM wallet_tx WHERE kind <> 'debit'""",
-    """CREATE TEMP TABLE wallet_debits AS
-       SELECT line, transaction_id, table_id, round_id, bet_id, player_id, currency, amount,
-              occurred_at,
-              ROW_NUMBER() OVER (PARTITION BY table_id, round_id, bet_id
-                                 ORDER BY occurred_at, line) AS n
-       FROM wallet_tx WHERE kind = 'debit'""",
-    "CREATE INDEX wallet_credits_message ON wallet_credits (message_id)",
-    "CREATE INDEX wallet_debits_wager ON wallet_debits (table_id, round_id, bet_id)",
-    "ANALYZE wallet_credits",
-    "ANALYZE wallet_debits",
+    "ANALYZE wallet_tx",  # a temporary table has no statistics until asked: the joins need them
+    # -- repeats: the wallet rows after the first of their movement (a message_id applied
+    # again, a wager debited again), in (occurred_at, line) order; ordered only where a
+    # movement has more than one row
+    """CREATE TEMP TABLE repeats AS
+       SELECT line FROM (
+           SELECT line, ROW_NUMBER() OVER (PARTITION BY message_id
+                                           ORDER BY occurred_at, line) AS n
+           FROM wallet_tx
+           WHERE kind <> 'debit' AND message_id IN (
+               SELECT message_id FROM wallet_tx WHERE kind <> 'debit'
+               GROUP BY message_id HAVING count(*) > 1)
+           UNION ALL
+           SELECT line, ROW_NUMBER() OVER (PARTITION BY table_id, round_id, bet_id
+                                           ORDER BY occurred_at, line) AS n
+           FROM wallet_tx
+           WHERE kind = 'debit' AND (table_id, round_id, bet_id) IN (
+               SELECT table_id, round_id, bet_id FROM wallet_tx WHERE kind = 'debit'
+               GROUP BY table_id, round_id, bet_id HAVING count(*) > 1)
+       ) AS numbered
+       WHERE n > 1""",
     """CREATE TEMP TABLE findings (kind text, movement text, line bigint,
        transaction_id text, message_id text, table_id text, round_id text, bet_id text,
        player_id text, wallet_currency text, wallet_amount bigint, ledger_currency text,
        ledger_amount bigint, ledger_position bigint, occurred_at text, detail text,
        wallet_net bigint, ledger_net bigint)""",
-    # -- credits and refunds, each wallet row against its result
+    # -- credits and result refunds against the results (n: the row's place among the
+    # wallet rows of its message_id)
     """CREATE TEMP TABLE credit_checks AS
-       SELECT c.line, c.transaction_id, c.kind, c.message_id, c.player_id AS wallet_player,
-              c.currency AS wallet_currency, c.amount AS wallet_amount, c.occurred_at,
-              r.table_id, r.round_id, r.player_id AS ledger_player,
-              r.currency AS ledger_currency, r.returned + r.refunded AS ledger_amount,
-              r.position,
-              CASE WHEN r.message_id IS NULL THEN 'unknown_to_ledger'
-                   WHEN c.n > 1 THEN 'duplicate_credit'
-                   WHEN r.position <= {after} THEN 'earlier'
-                   WHEN r.position > {upto} THEN 'later'
-                   WHEN r.currency <> c.currency THEN 'currency_mismatch'
-                   WHEN r.returned + r.refunded <> c.amount THEN 'amount_mismatch'
+       SELECT x.*,
+              CASE WHEN line IS NULL AND settled_at > {credit_transit} THEN 'in_transit'
+                   WHEN line IS NULL THEN 'missing_in_wallet'
+                   WHEN position IS NULL THEN 'unknown_to_ledger'
+                   WHEN n > 1 THEN 'duplicate_credit'
+                   WHEN position <= {after} THEN 'earlier'
+                   WHEN position > {upto} THEN 'later'
+                   WHEN ledger_currency <> wallet_currency THEN 'currency_mismatch'
+                   WHEN ledger_amount <> wallet_amount THEN 'amount_mismatch'
                    ELSE 'matched' END AS verdict
-       FROM wallet_credits c
-       LEFT JOIN results r ON r.message_id = c.message_id AND r.position <= {head}""",
-    f"""INSERT INTO findings ({_FINDINGS_COLUMNS})
-       SELECT verdict, kind, line, transaction_id, message_id, table_id, round_id, NULL,
-              COALESCE(ledger_player, wallet_player), wallet_currency, wallet_amount,
-              ledger_currency, ledger_amount, position, occurred_at,
-              CASE verdict WHEN 'duplicate_credit' THEN 'applied again'
-                           WHEN 'unknown_to_ledger' THEN 'no such result in the ledger'
-                           ELSE NULL END,
-              wallet_amount,
-              CASE WHEN verdict IN ('amount_mismatch', 'currency_mismatch')
-                   THEN ledger_amount ELSE 0 END
-       FROM credit_checks
-       WHERE verdict NOT IN ('matched', 'earlier', 'later')""",
-    # -- results of the period that no wallet row credited
-    f"""INSERT INTO findings ({_FINDINGS_COLUMNS})
-       SELECT CASE WHEN r.settled_at > {{credit_transit}} THEN 'in_transit'
-                   ELSE 'missing_in_wallet' END,
-              CASE r.status WHEN 'voided' THEN 'refund' ELSE 'credit' END, NULL, NULL,
-              r.message_id, r.table_id, r.round_id, NULL, r.player_id, NULL, NULL,
-              r.currency, r.returned + r.refunded, r.position, r.settled_at,
-              CASE r.status WHEN 'voided' THEN 'round voided' ELSE 'round settled' END,
-              0, r.returned + r.refunded
-       FROM results r
-       WHERE r.position > {{after}} AND r.position <= {{upto}} AND r.returned + r.refunded > 0
-         AND NOT EXISTS (SELECT 1 FROM wallet_credits c WHERE c.message_id = r.message_id)""",
-    # -- debits, each wallet row against its wager
+       FROM (
+           SELECT c.line, c.transaction_id, c.n, c.occurred_at,
+                  COALESCE(c.kind, CASE r.status WHEN 'voided' THEN 'refund'
+                                   ELSE 'credit' END) AS movement,
+                  COALESCE(c.message_id, r.message_id) AS message_id,
+                  COALESCE(r.player_id, c.player_id) AS player_id,
+                  c.currency AS wallet_currency, c.amount AS wallet_amount,
+                  r.table_id, r.round_id, r.currency AS ledger_currency,
+                  r.returned + r.refunded AS ledger_amount, r.position, r.settled_at, r.status
+           FROM (SELECT line, transaction_id, kind, message_id, player_id, currency, amount,
+                        occurred_at,
+                        CASE WHEN line IN (SELECT line FROM repeats) THEN 2 ELSE 1 END AS n
+                 FROM wallet_tx WHERE kind <> 'debit' AND message_id IS NOT NULL) AS c
+           FULL JOIN (SELECT message_id, table_id, round_id, player_id, currency, returned,
+                             refunded, position, settled_at, status
+                      FROM results WHERE position <= {head}) AS r
+                  ON r.message_id = c.message_id
+       ) AS x
+       WHERE line IS NOT NULL
+          OR (position > {after} AND position <= {upto} AND ledger_amount > 0)""",
+    # -- debits against the wagers
     """CREATE TEMP TABLE debit_checks AS
        SELECT x.*,
-              CASE WHEN n > 1 THEN 'debit_without_wager'
+              CASE WHEN line IS NULL THEN 'wager_without_debit'
+                   WHEN n > 1 THEN 'debit_without_wager'
                    WHEN NOT known AND rejection IS NULL AND occurred_at > {debit_transit}
                         THEN 'in_transit'
                    WHEN NOT known THEN 'debit_without_wager'
                    WHEN position <= {after} THEN 'earlier'
                    WHEN position > {upto} THEN 'later'
-                   WHEN ledger_currency <> currency THEN 'currency_mismatch'
-                   WHEN ledger_amount <> amount THEN 'amount_mismatch'
+                   WHEN ledger_currency <> wallet_currency THEN 'currency_mismatch'
+                   WHEN ledger_amount <> wallet_amount THEN 'amount_mismatch'
                    ELSE 'matched' END AS verdict
        FROM (
-           SELECT d.*, w.stake AS ledger_amount, w.position,
-                  COALESCE(w.currency, (SELECT a.currency FROM wagers a
-                      WHERE a.table_id = w.table_id AND a.round_id = w.round_id
-                        AND a.bet_id = w.ante_bet_id)) AS ledger_currency,
-                  COALESCE(w.player_id, (SELECT a.player_id FROM wagers a
-                      WHERE a.table_id = w.table_id AND a.round_id = w.round_id
-                        AND a.bet_id = w.ante_bet_id)) AS ledger_player,
+           SELECT d.line, d.transaction_id, d.n,
+                  COALESCE(d.table_id, w.table_id) AS table_id,
+                  COALESCE(d.round_id, w.round_id) AS round_id,
+                  COALESCE(d.bet_id, w.bet_id) AS bet_id,
+                  COALESCE(d.occurred_at, w.accepted_at) AS occurred_at,
+                  d.player_id AS wallet_player, d.currency AS wallet_currency,
+                  d.amount AS wallet_amount, w.stake AS ledger_amount, w.position, w.spot,
+                  COALESCE(w.currency, {ante_currency}) AS ledger_currency,
+                  COALESCE(w.player_id, {ante_player}) AS ledger_player,
                   w.bet_id IS NOT NULL AS known,
                   CASE WHEN w.bet_id IS NULL THEN (
                       SELECT 'rejected (' || rw.code || '): ' || rw.reason
@@ -413,59 +428,92 @@ _COMPARE: Final = (
                       WHERE rw.table_id = d.table_id AND rw.round_id = d.round_id
                         AND rw.bet_id = d.bet_id AND rw.position <= {head}
                       ORDER BY rw.position LIMIT 1) END AS rejection
-           FROM wallet_debits d
-           LEFT JOIN wagers w ON w.table_id = d.table_id AND w.round_id = d.round_id
-                             AND w.bet_id = d.bet_id AND w.position <= {head}
-       ) AS x""",
+           FROM (SELECT line, transaction_id, table_id, round_id, bet_id, player_id, currency,
+                        amount, occurred_at,
+                        CASE WHEN line IN (SELECT line FROM repeats) THEN 2 ELSE 1 END AS n
+                 FROM wallet_tx WHERE kind = 'debit') AS d
+           FULL JOIN (SELECT * FROM wagers WHERE position <= {head}) AS w
+                  ON w.table_id = d.table_id AND w.round_id = d.round_id
+                 AND w.bet_id = d.bet_id
+       ) AS x
+       WHERE line IS NOT NULL OR (position > {after} AND position <= {upto})""".replace(
+        "{ante_currency}", _ANTE.format(column="currency")
+    ).replace("{ante_player}", _ANTE.format(column="player_id")),
+    # -- stake refunds: each returns one debit the ledger does not account for (a wager it
+    # rejected or never saw, or a second debit), of the same wager, currency and amount
+    """CREATE TEMP TABLE unaccounted_debits AS
+       SELECT line, table_id, round_id, bet_id, wallet_currency AS currency,
+              wallet_amount AS amount,
+              ROW_NUMBER() OVER (PARTITION BY table_id, round_id, bet_id, wallet_currency,
+                                              wallet_amount
+                                 ORDER BY occurred_at, line) AS k
+       FROM debit_checks
+       WHERE line IS NOT NULL AND verdict IN ('debit_without_wager', 'in_transit')""",
+    """CREATE TEMP TABLE stake_refunds AS
+       SELECT r.*, u.line AS debit_line
+       FROM (SELECT line, transaction_id, table_id, round_id, bet_id, player_id, currency,
+                    amount, occurred_at,
+                    ROW_NUMBER() OVER (PARTITION BY table_id, round_id, bet_id, currency, amount
+                                       ORDER BY occurred_at, line) AS k
+             FROM wallet_tx WHERE kind = 'refund' AND message_id IS NULL) AS r
+       LEFT JOIN unaccounted_debits u
+              ON u.table_id = r.table_id AND u.round_id = r.round_id AND u.bet_id = r.bet_id
+             AND u.currency = r.currency AND u.amount = r.amount AND u.k = r.k""",
+    f"""INSERT INTO findings ({_FINDINGS_COLUMNS})
+       SELECT verdict, movement, line, transaction_id, message_id, table_id, round_id, NULL,
+              player_id, wallet_currency, wallet_amount, ledger_currency, ledger_amount,
+              position, COALESCE(occurred_at, settled_at),
+              CASE WHEN line IS NULL AND status = 'voided' THEN 'round voided'
+                   WHEN line IS NULL THEN 'round settled'
+                   WHEN verdict = 'duplicate_credit' THEN 'applied again'
+                   WHEN verdict = 'unknown_to_ledger' THEN 'no such result in the ledger'
+                   ELSE NULL END,
+              COALESCE(wallet_amount, 0),
+              CASE WHEN verdict IN ('amount_mismatch', 'currency_mismatch')
+                     OR line IS NULL THEN ledger_amount ELSE 0 END
+       FROM credit_checks
+       WHERE verdict NOT IN ('matched', 'earlier', 'later')""",
     f"""INSERT INTO findings ({_FINDINGS_COLUMNS})
        SELECT verdict, 'debit', line, transaction_id, NULL, table_id, round_id, bet_id,
-              COALESCE(ledger_player, player_id), currency, amount,
+              COALESCE(ledger_player, wallet_player), wallet_currency, wallet_amount,
               ledger_currency, ledger_amount, position, occurred_at,
-              CASE WHEN n > 1 THEN 'debited again'
+              CASE WHEN line IS NULL THEN 'wager ' || spot
+                   WHEN n > 1 THEN 'debited again'
                    WHEN NOT known THEN COALESCE(rejection, 'never seen by the ledger')
                    ELSE NULL END,
-              -amount,
+              -COALESCE(wallet_amount, 0),
               CASE WHEN verdict IN ('amount_mismatch', 'currency_mismatch')
-                   THEN -ledger_amount ELSE 0 END
+                     OR line IS NULL THEN -ledger_amount ELSE 0 END
        FROM debit_checks
-       WHERE verdict NOT IN ('matched', 'earlier', 'later')""",
-    # -- wagers of the period that no wallet row debited
+       WHERE verdict NOT IN ('matched', 'earlier', 'later')
+         AND (line IS NULL OR line NOT IN (SELECT debit_line FROM stake_refunds
+                                           WHERE debit_line IS NOT NULL))""",
     f"""INSERT INTO findings ({_FINDINGS_COLUMNS})
-       SELECT 'wager_without_debit', 'debit', NULL, NULL, NULL, w.table_id, w.round_id, w.bet_id,
-              COALESCE(w.player_id, a.player_id), NULL, NULL,
-              COALESCE(w.currency, a.currency), w.stake, w.position, w.accepted_at,
-              'wager ' || w.spot, 0, -w.stake
-       FROM wagers w
-       LEFT JOIN wagers a ON a.table_id = w.table_id AND a.round_id = w.round_id
-                         AND a.bet_id = w.ante_bet_id
-       WHERE w.position > {{after}} AND w.position <= {{upto}}
-         AND NOT EXISTS (SELECT 1 FROM wallet_debits d WHERE d.table_id = w.table_id
-                         AND d.round_id = w.round_id AND d.bet_id = w.bet_id)""",
+       SELECT 'unknown_to_ledger', 'refund', line, transaction_id, NULL, table_id, round_id,
+              bet_id, player_id, currency, amount, NULL, NULL, NULL, occurred_at,
+              'stake refund with no debit of this wager the ledger does not account for',
+              amount, 0
+       FROM stake_refunds WHERE debit_line IS NULL""",
 )
-_MATCHED: Final = """
-    SELECT kind, wallet_currency, count(*), sum(wallet_amount) FROM credit_checks
-    WHERE verdict = 'matched' GROUP BY kind, wallet_currency
+# What matched, what lies outside the period, and the debits refunded: counts and amounts.
+_COUNTED: Final = """
+    SELECT verdict, movement, wallet_currency, count(*), sum(wallet_amount) FROM credit_checks
+    WHERE verdict IN ('matched', 'earlier', 'later') GROUP BY verdict, movement, wallet_currency
     UNION ALL
-    SELECT 'debit', currency, count(*), sum(amount) FROM debit_checks
-    WHERE verdict = 'matched' GROUP BY currency
+    SELECT verdict, 'debit', wallet_currency, count(*), sum(wallet_amount) FROM debit_checks
+    WHERE verdict IN ('matched', 'earlier', 'later') GROUP BY verdict, wallet_currency
+    UNION ALL
+    SELECT 'refunded', 'debit', currency, count(*), sum(amount) FROM stake_refunds
+    WHERE debit_line IS NOT NULL GROUP BY currency
 """
 _FOUND: Final = """
     SELECT kind, COALESCE(ledger_currency, wallet_currency), count(*),
            COALESCE(sum(wallet_amount), 0), COALESCE(sum(ledger_amount), 0)
     FROM findings GROUP BY kind, COALESCE(ledger_currency, wallet_currency)
 """
-_OUTSIDE: Final = """
-    SELECT verdict, count(*) FROM credit_checks WHERE verdict IN ('earlier', 'later')
-    GROUP BY verdict
-    UNION ALL
-    SELECT verdict, count(*) FROM debit_checks WHERE verdict IN ('earlier', 'later')
-    GROUP BY verdict
-"""
 _ORDER: Final = " ".join(f"WHEN '{kind}' THEN {i}" for i, kind in enumerate(KINDS))
 _LIST: Final = f"""
-    SELECT kind, movement, line, transaction_id, message_id, table_id, round_id, bet_id,
-           player_id, wallet_currency, wallet_amount, ledger_currency, ledger_amount,
-           ledger_position, occurred_at, detail
+    SELECT {", ".join(DISCREPANCY_FIELDS)}
     FROM findings
     ORDER BY CASE kind {_ORDER} END, ledger_position, line, message_id, table_id, round_id, bet_id
 """
@@ -483,4 +531,4 @@ _PLAYERS: Final = """
 
 def as_dict(item: Discrepancy) -> dict[str, Any]:
     """A discrepancy as the JSON report lists it."""
-    return {name: getattr(item, name) for name in Discrepancy.__dataclass_fields__}
+    return item.model_dump()

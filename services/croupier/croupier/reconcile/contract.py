@@ -27,9 +27,16 @@ class Movement(BaseModel):
 
 
 class Matched(Movement):
+    """Movements the ledger accounts for (count and amount: debits, credits, refunds)."""
+
     debit: Movement
     credit: Movement
     refund: Movement
+    refunded_stake: Movement = Field(
+        description="debits the ledger does not account for (a wager it rejected or never "
+        "saw, a second debit) that the wallet returned with a stake refund: not in count "
+        "and amount"
+    )
 
 
 class KindTotals(BaseModel):
@@ -74,6 +81,8 @@ class WalletSide(BaseModel):
 
 
 class Discrepancy(BaseModel):
+    """One exception, with the ids that locate it and the amounts on each side."""
+
     kind: Kind
     movement: Literal["debit", "credit", "refund"]
     line: int | None = Field(description="the wallet row's line, when it has one")

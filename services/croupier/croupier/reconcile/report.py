@@ -15,10 +15,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final, TextIO
 
-from croupier.reconcile import KINDS, MOVEMENTS, Discrepancy, Reconciliation, Summary, as_dict
+from croupier.reconcile import (
+    DISCREPANCY_FIELDS,
+    KINDS,
+    MOVEMENTS,
+    REFUNDED_STAKE,
+    Discrepancy,
+    Reconciliation,
+    Summary,
+    as_dict,
+)
 
 REPORT_VERSION: Final = 1
-CSV_COLUMNS: Final = tuple(Discrepancy.__dataclass_fields__)
+CSV_COLUMNS: Final = DISCREPANCY_FIELDS
 SHOWN: Final = 20  # discrepancies and players listed in the human summary
 
 
@@ -61,11 +70,11 @@ def _currency(summary: Summary, currency: str) -> dict[str, Any]:
     return {
         "currency": currency,
         "matched": {
-            "count": sum(v[0] for v in matched.values()),
-            "amount": sum(v[1] for v in matched.values()),
+            "count": sum(matched.get(m, [0, 0])[0] for m in MOVEMENTS),
+            "amount": sum(matched.get(m, [0, 0])[1] for m in MOVEMENTS),
             **{
                 m: {"count": matched.get(m, [0, 0])[0], "amount": matched.get(m, [0, 0])[1]}
-                for m in MOVEMENTS
+                for m in (*MOVEMENTS, REFUNDED_STAKE)
             },
         },
         "discrepancies": {
@@ -135,7 +144,9 @@ async def write_human(
     for currency in sorted(s.matched.keys() | s.discrepancies.keys()):
         matched = s.matched.get(currency, {})
         parts = ", ".join(
-            f"{m} {matched[m][0]:,} / {matched[m][1]:,}" for m in MOVEMENTS if m in matched
+            f"{m} {matched[m][0]:,} / {matched[m][1]:,}"
+            for m in (*MOVEMENTS, REFUNDED_STAKE)
+            if m in matched
         )
         say(f"{currency}      matched (count / minor units): {parts or 'nothing'}")
         for kind, (count, wallet_amount, ledger_amount) in sorted(

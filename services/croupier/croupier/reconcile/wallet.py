@@ -175,16 +175,21 @@ async def file_chunks(path: Path) -> AsyncIterator[list[WalletRow | BadRow]]:
         chunks.close()
 
 
-def _csv_chunks(handle: io.TextIOBase, path: Path) -> Iterator[list[WalletRow | BadRow]]:
-    reader = csv.reader(handle)
-    header = next(reader, None)
+def header_picks(header: list[str] | None, path: Path) -> list[int]:
+    """Where each of :data:`FIELDS` is in a CSV header (its width when the header lacks it)."""
     if header is None:
         raise WalletFormatError(f"{path}: empty file; a CSV wallet log starts with a header")
     missing = [name for name in ("kind", "amount", "occurred_at", "currency") if name not in header]
     if missing:
         raise WalletFormatError(f"{path}: the header lacks {', '.join(missing)}")
-    width = len(header)
-    picks = [header.index(name) if name in header else width for name in FIELDS]
+    return [header.index(name) if name in header else len(header) for name in FIELDS]
+
+
+def _csv_chunks(handle: io.TextIOBase, path: Path) -> Iterator[list[WalletRow | BadRow]]:
+    reader = csv.reader(handle)
+    header = next(reader, None)
+    picks = header_picks(header, path)
+    width = len(header or ())
     chunk: list[WalletRow | BadRow] = []
     for row in reader:
         if len(row) != width:
