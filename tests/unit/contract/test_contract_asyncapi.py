@@ -10,6 +10,8 @@ import pytest
 import yaml
 
 from contract.feed import EventType
+from croupier.bus import FEED_QUEUE
+from croupier.bus.topology import TOPOLOGY
 
 CONTRACTS = Path(__file__).resolve().parents[3] / "contracts"
 DOCUMENT = CONTRACTS / "asyncapi.yaml"
@@ -100,3 +102,24 @@ def test_operations(doc: dict[str, Any]) -> None:
     trait = doc["components"]["messageTraits"]["feedEvent"]
     assert trait["x-amqp-properties"]["message_id"] == "$message.payload#/event_id"
     assert trait["contentType"] == "application/json"
+
+
+def test_the_document_states_the_topology_the_service_declares(doc: dict[str, Any]) -> None:
+    exchanges = {
+        channel["bindings"]["amqp"]["exchange"]["name"]: channel["bindings"]["amqp"]["exchange"]
+        for channel in doc["channels"].values()
+        if channel.get("bindings", {}).get("amqp", {}).get("is") == "routingKey"
+    }
+    for exchange in TOPOLOGY.exchanges:
+        assert (exchanges[exchange.name]["type"], exchanges[exchange.name]["durable"]) == (
+            exchange.type,
+            True,
+        )
+    queue = doc["channels"]["croupierFeed"]
+    assert queue["x-amqp-queue-arguments"] == dict(TOPOLOGY.queue(FEED_QUEUE).arguments)
+    assert queue["x-amqp-bound-to"] == [
+        {"exchange": b.exchange, "routingKey": b.routing_key} for b in TOPOLOGY.bound_to(FEED_QUEUE)
+    ]
+    descriptions = " ".join(c.get("description", "") for c in doc["channels"].values())
+    for other in TOPOLOGY.queues:
+        assert f"`{other.name}`" in descriptions or other.name == FEED_QUEUE

@@ -20,6 +20,7 @@ import yaml
 from prometheus_client import Metric
 
 from croupier import bus
+from croupier.bus.topology import TOPOLOGY
 from croupier.config import DEFAULT_HTTP_PORT, Settings
 from croupier.metrics import Metrics
 from holdem import Spot
@@ -230,6 +231,10 @@ def test_rabbitmq_definitions_leave_the_service_topology_to_the_service() -> Non
     queues = {q["name"] for q in definitions["queues"]}
     assert not queues & {bus.FEED_QUEUE, bus.DEAD_LETTER_QUEUE}
     assert {b["source"] for b in definitions["bindings"]} == {bus.SETTLEMENTS_EXCHANGE}
+    declared = {e.name: e.type for e in TOPOLOGY.exchanges}
+    for exchange in definitions["exchanges"]:  # the same as the service declares, if at all
+        assert (exchange["type"], exchange["durable"]) == (declared[exchange["name"]], True)
+    assert not queues & {q.name for q in TOPOLOGY.queues}
     users = {u["name"] for u in definitions["users"]}
     services = _load_yaml(DEPLOY / "compose.yaml")["services"]
     amqp = services["croupier"]["environment"]["CROUPIER_AMQP_URL"]

@@ -5,7 +5,8 @@ Two adapters implement it: :mod:`croupier.bus.amqp` (RabbitMQ, the live default)
 the very consumer and relay code the service runs. Both pass one test suite
 (``tests/bus_suite.py``): order, batching, routing, refusals and dead-letter headers.
 
-Topology (declared by the service at start, mirrored in contracts/asyncapi.yaml):
+Topology (``croupier.bus.topology``, declared by the service at start, mirrored in
+contracts/asyncapi.yaml):
 ``studio.feed`` topic exchange -> ``croupier.feed`` durable quorum queue (single active
 consumer keeps each table's order; a delivery limit; dead-lettering to the
 ``croupier.dead-letter`` exchange and its queue) and the ``croupier.settlements`` topic

@@ -32,16 +32,11 @@ from pamqp.header import ContentHeader
 
 from croupier.bus import (
     CODE_HEADER,
-    DEAD_LETTER_EXCHANGE,
-    DEAD_LETTER_QUEUE,
     DEAD_LETTER_RECORD_QUEUE,
-    DELIVERY_LIMIT,
-    FEED_EXCHANGE,
     FEED_QUEUE,
     INITIAL_PREFETCH,
     NACKED,
     ORIGINAL_ROUTING_KEY_HEADER,
-    SETTLEMENTS_EXCHANGE,
     SHORTSTR_MAX,
     TOO_LONG,
     UNROUTABLE,
@@ -54,6 +49,7 @@ from croupier.bus import (
     Refused,
     unframeable,
 )
+from croupier.bus.topology import TOPOLOGY, Queue, Topology
 from croupier.urls import mask_url
 
 log = structlog.get_logger("croupier.bus")
@@ -407,53 +403,38 @@ class AmqpBus(Bus):
         return await publish_confirmed(cast(aiormq.Channel, channel), publications)
 
 
-async def declare_topology(channel: AbstractChannel) -> None:
-    """Declare the exchanges and queues the service relies on (idempotent)."""
-    feed = await channel.declare_exchange(FEED_EXCHANGE, aio_pika.ExchangeType.TOPIC, durable=True)
-    dead = await channel.declare_exchange(
-        DEAD_LETTER_EXCHANGE, aio_pika.ExchangeType.TOPIC, durable=True
-    )
-    await channel.declare_exchange(SETTLEMENTS_EXCHANGE, aio_pika.ExchangeType.TOPIC, durable=True)
-    queue = await _declare_feed_queue(channel)
-    await queue.bind(feed, routing_key="#")
-    parked = await channel.declare_queue(
-        DEAD_LETTER_QUEUE, durable=True, arguments={"x-queue-type": "quorum"}
-    )
-    await parked.bind(dead, routing_key="#")
-    # Every dead letter twice: parked for operators and `croupier redrive`, and a copy the
-    # service consumes to record what the broker itself dead-lettered in the ledger.
-    record = await channel.declare_queue(
-        DEAD_LETTER_RECORD_QUEUE,
-        durable=True,
-        arguments={"x-queue-type": "quorum", "x-single-active-consumer": True},
-    )
-    await record.bind(dead, routing_key="#")
+async def declare_topology(channel: AbstractChannel, topology: Topology = TOPOLOGY) -> None:
+    """Declare the exchanges, queues and bindings the service relies on (idempotent)."""
+    exchanges = {
+        e.name: await channel.declare_exchange(e.name, aio_pika.ExchangeType(e.type), durable=True)
+        for e in topology.exchanges
+    }
+    for queue in topology.queues:
+        declared = await _declare_queue(channel, queue)
+        for binding in topology.bound_to(queue.name):
+            await declared.bind(exchanges[binding.exchange], routing_key=binding.routing_key)
 
 
-async def _declare_feed_queue(channel: AbstractChannel) -> aio_pika.abc.AbstractQueue:
-    """The feed queue; one declared earlier with other arguments is used as it is.
+async def _declare_queue(channel: AbstractChannel, queue: Queue) -> aio_pika.abc.AbstractQueue:
+    """A queue; one declared earlier with other arguments is used as it is.
 
     A quorum queue's arguments cannot change once declared (an older delivery limit, say):
     declaring it again with others fails, so it is then only looked up, with a warning
     saying how to change it (a policy, or a new queue).
     """
-    arguments: FieldTable = {
-        "x-queue-type": "quorum",
-        "x-single-active-consumer": True,
-        "x-delivery-limit": DELIVERY_LIMIT,
-        "x-dead-letter-exchange": DEAD_LETTER_EXCHANGE,
-    }
+    arguments: FieldTable = dict(queue.arguments)
     try:
-        return await channel.declare_queue(FEED_QUEUE, durable=True, arguments=arguments)
+        return await channel.declare_queue(queue.name, durable=True, arguments=arguments)
     except aiormq.exceptions.ChannelPreconditionFailed as error:
         log.warning(
-            "the feed queue exists with other arguments; using it as it is "
+            "the queue exists with other arguments; using it as it is "
             "(set its delivery-limit with a policy to match)",
+            queue=queue.name,
             wanted=arguments,
             error=str(error),
         )
         await channel.reopen()
-        return await channel.declare_queue(FEED_QUEUE, passive=True)
+        return await channel.declare_queue(queue.name, passive=True)
 
 
 def _publication(message: Outgoing) -> Publication:
