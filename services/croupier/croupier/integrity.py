@@ -99,15 +99,20 @@ def _deal(raw: Mapping[str, Any]) -> Deal:
     return Deal(boxes, (d1, d2), tuple(parse_cards(raw["board"])))
 
 
+_SPOTS: Final = {str(spot.value): spot for spot in Spot}
+_OUTCOMES: Final = {str(outcome.value): outcome for outcome in Outcome}
+
+
 def _result(line: Mapping[str, Any]) -> BetResult:
+    spot, outcome = line["spot"], line["outcome"]
     return BetResult(
         line["bet_id"],
         line["player_id"],
         line["box"],
-        Spot(line["spot"]),
+        _SPOTS.get(spot) or Spot(spot),  # an unknown value: the enum's own error
         line["stake"],
         line["returned"],
-        Outcome(line["outcome"]),
+        _OUTCOMES.get(outcome) or Outcome(outcome),
         line.get("line"),
     )
 

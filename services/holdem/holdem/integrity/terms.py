@@ -83,6 +83,7 @@ from holdem.paytable import Game, PayTable, Spot, load_paytable
 
 _THP_FLOP: Final = THP_TURNS * THP_TURN_COMPLETIONS
 _MAIN: Final = frozenset({Spot.ANTE, Spot.CALL, Spot.FLOP_BET, Spot.TURN_BET})
+_STAGES: Final = tuple(Stage)
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,14 +159,15 @@ def prepare(deal: Deal, results: Sequence[BetResult], decisions: Sequence[Decisi
             p.ante, p.ante_bet_id = r.stake, r.bet_id
         elif r.spot not in _MAIN:
             p.side.setdefault(r.spot, []).append(r)
-    actions = {(d.ante_bet_id, d.stage): d.action for d in decisions}
+    actions: dict[str, dict[Stage, Action]] = {}
+    for d in decisions:
+        actions.setdefault(d.ante_bet_id, {})[d.stage] = d.action
     merged: dict[tuple[str, tuple[Action | None, ...]], Group] = {}
     for (_, box), p in by_key.items():
         assert p.ante_bet_id, "every bet on a box hangs on an ante"
-        path = tuple(actions.get((p.ante_bet_id, stage)) for stage in Stage)
-        for stage, action in zip(Stage, path, strict=True):
-            if action is not None:
-                p.actions[stage] = action
+        taken = actions.get(p.ante_bet_id, {})
+        p.actions.update(taken)
+        path = tuple(taken.get(stage) for stage in _STAGES)
         into = merged.get((box, path))
         if into is None:
             merged[(box, path)] = p
