@@ -8,8 +8,10 @@ Timed, in the same run on the same data:
 - anchor: the search before the floor, one ``GROUP BY`` over every round event;
 - first search: the floor at 1 (a ledger migrated with rounds already in it): one pass
   over every position, as the anchor;
-- next search: from the floor the first one raised (what ``croupier rounds --open``, a
-  start and the service's minutely read-back pay): the rounds begun since the oldest open.
+- from the floor: another process's first search, from the floor the first one raised
+  (what ``croupier rounds --open`` and a start pay): the events since the oldest open round;
+- next: that process's next search (what the service's minutely read-back pays): the
+  openings and closings appended since (none here).
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ async def _timed(work: Awaitable[T]) -> tuple[float, T]:
     return time.perf_counter() - start, result
 
 
-async def _measure(url: str, rounds: int) -> tuple[float, float, float]:
+async def _measure(url: str, rounds: int) -> tuple[float, float, float, float]:
     async with open_ledger(url) as ledger:
         await ledger.migrate()
         conn = await asyncpg.connect(url)
@@ -66,12 +68,16 @@ async def _measure(url: str, rounds: int) -> tuple[float, float, float]:
             anchor, listed = await _timed(conn.fetch(_ANCHOR, "round:", CLOSING, 10_000))
         finally:
             await conn.close()
+        await ledger.last_position()  # connected before timing
         first, found = await _timed(ledger.open_streams("round:", CLOSING, 10_000))
-        after, again = await _timed(ledger.open_streams("round:", CLOSING, 10_000))
+    async with open_ledger(url) as another:
+        await another.last_position()
+        after, again = await _timed(another.open_streams("round:", CLOSING, 10_000))
+        then, still = await _timed(another.open_streams("round:", CLOSING, 10_000))
     expected = [row[0] for row in listed]
-    if found != expected or again != expected or len(expected) != OPEN_ROUNDS:
+    if not found == again == still == expected or len(expected) != OPEN_ROUNDS:
         raise RuntimeError(f"the searches disagree: {len(expected)} open by the anchor")
-    return anchor, first, after
+    return anchor, first, after, then
 
 
 async def _run() -> None:
@@ -86,15 +92,16 @@ async def _run() -> None:
             await admin.execute(f'CREATE DATABASE "{name}"')
             try:
                 url = urlunsplit(urlsplit(ADMIN_URL)._replace(path=f"/{name}"))
-                anchor, first, after = await _measure(url, rounds)
+                anchor, first, after, then = await _measure(url, rounds)
             finally:
                 await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
             events = rounds * EVENTS_PER_ROUND
             print(
                 f"open rounds, {rounds:>7,} rounds ({events:>9,} events, {OPEN_ROUNDS} open): "
-                f"anchor GROUP BY {anchor * 1000:8.1f} ms | first search {first * 1000:8.1f} ms "
-                f"({first / anchor:5.2f}x) | from the floor {after * 1000:6.2f} ms "
-                f"({after / anchor:6.4f}x)  load {os.getloadavg()[0]:.2f}"
+                f"anchor GROUP BY {anchor * 1000:7.1f} ms | first search {first * 1000:7.1f} ms "
+                f"({first / anchor:4.2f}x) | from the floor {after * 1000:5.1f} ms "
+                f"({after / anchor:6.4f}x) | next {then * 1000:5.1f} ms ({then / anchor:6.4f}x)"
+                f"  load {os.getloadavg()[0]:.2f}"
             )
     finally:
         await admin.close()

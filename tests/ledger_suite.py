@@ -510,12 +510,16 @@ class LedgerSuite:
             [StreamAppend("round:b", 1, [event(type_="round.settled")]), append("round:c", 0)]
         )  # round:c begins at 5
         assert await ledger.open_streams("round:", settled, 10) == ["round:c"]  # floor: 5
-        # Nothing below the floor is read again: a floor set above an open stream hides it.
+        # Nothing below the floor is read again: a floor set above an open stream hides it
+        # from a search that starts there (another process's first one).
         scope = "'round:|round.settled'"
         await self.raw(ledger_url, f"INSERT INTO open_floor (scope, position) VALUES ({scope}, 6)")
-        assert await ledger.open_streams("round:", settled, 10) == []
-        await ledger.append([append("round:d", 0)])  # begins at 6
-        assert await ledger.open_streams("round:", settled, 10) == ["round:d"]
+        async with open_ledger(ledger_url) as another:
+            assert await another.open_streams("round:", settled, 10) == []
+            await ledger.append([append("round:d", 0)])  # begins at 6
+            assert await another.open_streams("round:", settled, 10) == ["round:d"]
+        # This one read what was appended since its last search, not from the floor.
+        assert await ledger.open_streams("round:", settled, 10) == ["round:c", "round:d"]
         # Another scope has a floor of its own.
         assert await ledger.open_streams("round:", ["round.voided"], 10) == [
             "round:a",
@@ -523,6 +527,24 @@ class LedgerSuite:
             "round:c",
             "round:d",
         ]
+
+    async def test_later_open_searches_read_what_was_appended_since(
+        self, ledger: Ledger, ledger_url: str
+    ) -> None:
+        settled = ["round.settled"]
+        await ledger.append([append("round:a", 0, 2), append("round:b", 0)])
+        assert await ledger.open_streams("round:", settled, 10) == ["round:a", "round:b"]
+        closed = event(type_="round.settled")
+        # Opened and closed in one increment, closed, opened: each seen.
+        await ledger.append(
+            [append("round:c", 0), StreamAppend("round:a", 2, [closed]), append("other", 0)]
+        )
+        await ledger.append([StreamAppend("round:c", 1, [event(type_="round.settled")])])
+        await ledger.append([append("round:d", 0, 3)])
+        assert await ledger.open_streams("round:", settled, 10) == ["round:b", "round:d"]
+        assert await ledger.open_streams("round:", settled, 1) == ["round:b"]
+        async with open_ledger(ledger_url) as fresh:  # from the floor: the same
+            assert await fresh.open_streams("round:", settled, 10) == ["round:b", "round:d"]
 
     async def test_one_holder_of_a_lease_until_it_expires(self, ledger: Ledger) -> None:
         assert await ledger.hold_lease("relay", "a", 0.5)

@@ -198,6 +198,31 @@ class PendingMessage:
     event_hash: str = ""
 
 
+#: Open streams ``open_streams`` remembers per scope at most (beyond: it searches from the floor).
+OPEN_KNOWN: Final = 100_000
+
+
+@dataclass(slots=True)
+class KnownOpen:
+    """The open streams of a scope as of ``head`` (stream -> first position), and the
+    floor last read or written."""
+
+    head: int
+    floor: int
+    began: dict[str, int]
+
+    def apply(
+        self, changes: Sequence[tuple[str, int, int, str]], closing: Sequence[str], head: int
+    ) -> None:
+        """Move on to ``head`` with the openings and closings appended since."""
+        for stream, position, version, type_ in changes:
+            if version == 1:
+                self.began[stream] = position
+            if type_ in closing:
+                self.began.pop(stream, None)
+        self.head = head
+
+
 class LedgerError(Exception):
     """Base class of ledger errors."""
 
@@ -447,20 +472,35 @@ class Ledger(ABC):
     async def open_streams(self, prefix: str, closing: Sequence[str], limit: int) -> list[str]:
         """Streams named ``prefix...`` with no event of a ``closing`` type, oldest first.
 
-        Bounded by the *open floor*: only streams whose first event is at or above the
-        floor of (``prefix``, ``closing``) are read (every stream that began below it was
-        closed when the floor was written, and closed streams stay closed), and each
-        search raises the floor to the first stream it finds open. The cost follows the
-        streams begun since the oldest open one, not the ledger's size. A reader without
-        the right to insert the floor (a read-only role) searches without raising it.
+        Bounded by the *open floor*: the first search of this ledger object reads only the
+        streams whose first event is at or above the floor of (``prefix``, ``closing``)
+        (every stream that began below it was closed when the floor was written, and closed
+        streams stay closed); it remembers what it found (up to ``OPEN_KNOWN`` streams),
+        and each later search reads only the openings and closings appended since. Each
+        search raises the floor to the oldest stream open. So the cost follows the streams
+        begun since the oldest open one once, then the events since the last search, never
+        the ledger's size. A reader without the right to insert the floor (a read-only
+        role) searches without raising it.
         """
         scope = f"{prefix}|{','.join(sorted(closing))}"
-        floor, head = await self._open_floor(scope)
-        found = await self._open_above(prefix, closing, floor, head, limit)
-        raised = found[0][1] if found else head + 1
-        if raised > floor:
+        known = self._open_known.get(scope)
+        if known is None:
+            floor, head = await self._open_floor(scope)
+            most = max(limit, OPEN_KNOWN) + 1
+            found = await self._open_above(prefix, closing, floor, head, most)
+            known = KnownOpen(head, floor, dict(found))
+            if len(found) <= OPEN_KNOWN:
+                self._open_known[scope] = known
+        else:
+            head = await self.last_position()
+            changes = await self._open_changes(prefix, closing, known.head, head)
+            known.apply(changes, closing, head)
+        oldest = sorted(known.began.items(), key=lambda item: item[1])
+        raised = oldest[0][1] if oldest else known.head + 1
+        if raised > known.floor:
             await self._raise_open_floor(scope, raised)
-        return [stream for stream, _ in found]
+            known.floor = raised
+        return [stream for stream, _ in oldest[:limit]]
 
     @abstractmethod
     async def _open_floor(self, scope: str) -> tuple[int, int]:
@@ -473,6 +513,13 @@ class Ledger(ABC):
         """(stream, first position) of the open ``prefix`` streams that began in
         ``floor..head``, by first position, at most ``limit``: one pass over those
         positions, whatever lies below."""
+
+    @abstractmethod
+    async def _open_changes(
+        self, prefix: str, closing: Sequence[str], after: int, head: int
+    ) -> list[tuple[str, int, int, str]]:
+        """(stream, position, version, type) of the ``prefix`` events in ``after+1..head``
+        that open a stream (version 1) or close one, by position."""
 
     @abstractmethod
     async def _raise_open_floor(self, scope: str, position: int) -> None:
@@ -534,6 +581,8 @@ class Ledger(ABC):
     # -- what adapters provide for the shared walks ----------------------------------------
 
     _floor: PublishedFloor
+    #: What ``open_streams`` found, by scope: the later searches read what was appended since.
+    _open_known: dict[str, KnownOpen]
 
     @abstractmethod
     async def _chain_page(self, after_position: int, limit: int) -> list[ChainRow]:

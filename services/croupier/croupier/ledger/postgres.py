@@ -157,6 +157,7 @@ class PostgresLedger(Ledger):
         self._pool: asyncpg.Pool | None = None
         self._pool_lock = asyncio.Lock()
         self._floor = PublishedFloor()
+        self._open_known = {}
 
     async def pool(self) -> asyncpg.Pool:
         """The connection pool (created on first call)."""
@@ -350,6 +351,20 @@ class PostgresLedger(Ledger):
             limit,
         )
         return [(r[0], int(r[1])) for r in rows]
+
+    async def _open_changes(
+        self, prefix: str, closing: Sequence[str], after: int, head: int
+    ) -> list[tuple[str, int, int, str]]:
+        rows = await (await self.pool()).fetch(
+            "SELECT stream, position, version, type FROM events "
+            "WHERE position > $2 AND position <= $3 AND starts_with(stream, $1) "
+            "AND (version = 1 OR type = ANY($4::text[])) ORDER BY position",
+            prefix,
+            after,
+            head,
+            list(closing),
+        )
+        return [(r[0], int(r[1]), int(r[2]), r[3]) for r in rows]
 
     async def _raise_open_floor(self, scope: str, position: int) -> None:
         with contextlib.suppress(asyncpg.InsufficientPrivilegeError):

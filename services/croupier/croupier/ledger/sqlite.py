@@ -125,6 +125,7 @@ class SqliteLedger(Ledger):
         self._writer = _Connection(path)
         self._reader = self._writer if path == ":memory:" else _Connection(path)
         self._floor = PublishedFloor()
+        self._open_known = {}
 
     async def migrate(self) -> list[str]:
         return await self._writer.run(_migrate)
@@ -198,6 +199,18 @@ class SqliteLedger(Ledger):
         )
         rows = await self._read(sql, (floor, head, len(prefix), prefix, *closing, limit))
         return [(r[0], int(r[1])) for r in rows]
+
+    async def _open_changes(
+        self, prefix: str, closing: Sequence[str], after: int, head: int
+    ) -> list[tuple[str, int, int, str]]:
+        marks = ",".join("?" * len(closing)) or "NULL"
+        sql = (
+            "SELECT stream, position, version, type FROM events "
+            "WHERE position > ? AND position <= ? AND substr(stream, 1, ?) = ? "
+            f"AND (version = 1 OR type IN ({marks})) ORDER BY position"
+        )
+        rows = await self._read(sql, (after, head, len(prefix), prefix, *closing))
+        return [(r[0], int(r[1]), int(r[2]), r[3]) for r in rows]
 
     async def _raise_open_floor(self, scope: str, position: int) -> None:
         sql = "INSERT INTO open_floor (scope, position) VALUES (?, ?)"
