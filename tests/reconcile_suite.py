@@ -194,6 +194,27 @@ class ReconcileSuite:
                 net[key] = net.get(key, 0) - sign * d["ledger_amount"]
         assert {(p, c): v for p, c, v in players} == {k: v for k, v in net.items() if v}
 
+    async def test_a_rejected_wager_debited_then_refunded_matches(
+        self, settled: Settled, tmp_path: Path
+    ) -> None:
+        wallet = tmp_path / "wallet.csv"
+        with WalletLog(wallet, WalletFaults(debit_rejected=1), seed=5, refunds=2) as log:
+            for message in settled.messages:
+                log.debit(message, rejected=message.event_id in settled.rejected)
+            for result in settled.results:
+                log.credit(result)
+        assert not log.unused and len(log.refunded) == 2
+        with wallet.open("a") as out:  # a stake refund with no debit to return
+            out.write("w-ref,refund,,rc-1-classic,r-x,b-x,p1,EUR,500,2024-05-01T00:00:00Z\n")
+        summary, found, players = await reconcile(settled.url, wallet)
+        assert found_keys(found) == planted_keys(log.planted) | {
+            ("unknown_to_ledger", "rc-1-classic/r-x/b-x")
+        }
+        assert len(log.planted) == 1 and summary.finding_count == 2
+        refunded = [m["refunded_stake"] for m in summary.matched.values() if "refunded_stake" in m]
+        assert sum(count for count, _ in refunded) == 2
+        assert ("p1", "EUR", 500) in players
+
     async def test_a_period_in_the_middle_flags_nothing_outside_it(
         self, settled: Settled, tmp_path: Path
     ) -> None:

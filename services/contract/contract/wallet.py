@@ -7,6 +7,8 @@ Lines, with the fields :data:`FIELDS`; extra columns are ignored.
   ``round_id`` and ``bet_id`` name the wager.
 - ``credit``: a settlement result applied; ``message_id`` names the result.
 - ``refund``: a voided round's result applied (its wagers returned); ``message_id`` names it.
+  Or, with no ``message_id``, a stake returned: ``table_id``, ``round_id`` and ``bet_id``
+  name the wager (the wallet debited it, and the settlement service rejected it).
 
 ``amount`` is a positive integer in minor units; ``occurred_at`` an RFC 3339 time with an
 offset. The studio's wallet writes this format; croupier's reader checks rows by hand (it
@@ -47,8 +49,9 @@ class WalletTransaction(BaseModel):
 
     ``debit``: a stake taken when the game server accepted a wager (``table_id``,
     ``round_id`` and ``bet_id`` name it). ``credit``: a settlement result applied
-    (``message_id`` names it). ``refund``: a voided round's result applied. Extra fields
-    are allowed and ignored.
+    (``message_id`` names it). ``refund``: a voided round's result applied, or (no
+    ``message_id``; ``table_id``, ``round_id``, ``bet_id``) a debited stake returned. Extra
+    fields are allowed and ignored.
     """
 
     model_config = ConfigDict(
@@ -59,16 +62,32 @@ class WalletTransaction(BaseModel):
                 {
                     "if": {"properties": {"kind": {"const": "debit"}}},
                     "then": {"required": ["table_id", "round_id", "bet_id"]},
-                    "else": {"required": ["message_id"]},
-                }
+                },
+                {
+                    "if": {"properties": {"kind": {"const": "credit"}}},
+                    "then": {"required": ["message_id"]},
+                },
+                {
+                    "if": {"properties": {"kind": {"const": "refund"}}},
+                    "then": {
+                        "anyOf": [
+                            {"required": ["message_id"]},
+                            {"required": ["table_id", "round_id", "bet_id"]},
+                        ]
+                    },
+                },
             ]
         },
     )
 
     transaction_id: _Id = Field(description="the wallet's own id of the movement")
     kind: Literal["debit", "credit", "refund"]
-    message_id: _Id | None = Field(default=None, description="credit, refund: the result's id")
-    table_id: _Id | None = Field(default=None, description="debit: the wager's table")
+    message_id: _Id | None = Field(
+        default=None, description="credit, refund of a voided round: the result's id"
+    )
+    table_id: _Id | None = Field(
+        default=None, description="debit, refund of a stake: the wager's table"
+    )
     round_id: _Id | None = Field(default=None, description="debit: the wager's round")
     bet_id: _Id | None = Field(default=None, description="debit: the wager's bet id")
     player_id: _Id

@@ -11,7 +11,9 @@ Lines).
 On request it misbehaves, a counted number of times each, and notes what it planted:
 ``drop_credit``, ``double_credit``, ``change_amount``, ``wrong_currency``,
 ``unknown_credit``, ``debit_rejected`` (debits a wager that was then rejected) and
-``drop_debit``.
+``drop_debit``. Asked to, it also debits a counted number of rejected wagers and then
+returns their stakes (a ``refund`` naming the wager): what a wallet that debits before the
+settlement service decides does; the money went back, so that is no discrepancy.
 """
 
 from __future__ import annotations
@@ -98,6 +100,7 @@ class WalletLog:
         *,
         seed: int = 0,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        refunds: int = 0,
     ) -> None:
         if path.suffix not in (".csv", ".jsonl"):
             raise ValueError(f"{path}: a wallet log is .csv or .jsonl")
@@ -117,6 +120,9 @@ class WalletLog:
         self._count = 0
         self.planted: list[Planted] = []
         self.duplicates = 0
+        self._refunds = refunds
+        #: The rejected wagers debited and then refunded.
+        self.refunded: list[tuple[str, str, str]] = []
 
     # -- stakes ----------------------------------------------------------------------
 
@@ -128,15 +134,27 @@ class WalletLog:
         ids, player, currency, amount = wager
         if ids in self._debited:
             return  # the same wager sent again
-        if rejected and not self._misbehave("debit_rejected"):
+        if rejected:
+            self._rejected(ids, player, currency, amount)
             return
         self._debited.add(ids)
-        if rejected:
-            self.planted.append(Planted("debit_rejected", wager=ids))
-        elif self._misbehave("drop_debit"):
+        if self._misbehave("drop_debit"):
             self.planted.append(Planted("drop_debit", wager=ids))
             return
         self._write("debit", None, ids, player, currency, amount)
+
+    def _rejected(self, ids: tuple[str, str, str], player: str, currency: str, amount: int) -> None:
+        """A wager the settlement service rejected: not debited, unless asked to."""
+        if self._misbehave("debit_rejected"):
+            self._debited.add(ids)
+            self.planted.append(Planted("debit_rejected", wager=ids))
+            self._write("debit", None, ids, player, currency, amount)
+        elif self._refunds and self._rng.random() < _CHANCE:
+            self._refunds -= 1
+            self._debited.add(ids)
+            self.refunded.append(ids)
+            self._write("debit", None, ids, player, currency, amount)
+            self._write("refund", None, ids, player, currency, amount)
 
     def _wager(
         self, event: Mapping[str, Any] | None
@@ -223,7 +241,8 @@ class WalletLog:
     @property
     def unused(self) -> dict[str, int]:
         """Misbehaviours asked for that found no row to act on."""
-        return {name: left for name, left in self._left.items() if left}
+        unused = {name: left for name, left in self._left.items() if left}
+        return unused | ({"refunds": self._refunds} if self._refunds else {})
 
     def close(self) -> None:
         self._out.close()

@@ -32,6 +32,8 @@ CASES: list[tuple[str, dict[str, Any]]] = [
     ("debit", DEBIT),
     ("credit", CREDIT),
     ("refund", {**CREDIT, "kind": "refund"}),
+    ("stake refund", {**DEBIT, "kind": "refund"}),
+    ("refund of nothing", {**DEBIT, "kind": "refund", "bet_id": None}),
     ("extra columns", {**DEBIT, "note": "ignored"}),
     ("unknown kind", {**DEBIT, "kind": "bonus"}),
     ("debit without bet", {k: v for k, v in DEBIT.items() if k != "bet_id"}),

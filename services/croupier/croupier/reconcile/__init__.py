@@ -27,6 +27,12 @@ The cut-off rule
   saw is ``in_transit`` when it occurred after the time of position ``B`` less ``lag``
   (the feed had not reached the ledger at the cut-off). ``in_transit`` rows are listed,
   and are not discrepancies: with nothing else, the exit status is 0.
+- A stake refund (a ``refund`` naming a wager instead of a ``message_id``) returns one
+  debit the ledger does not account for (a wager it rejected or never saw, or a second
+  debit) of the same wager, currency and amount, in (occurred_at, line) order: the money
+  went back, so neither is flagged; the pairs are counted as ``refunded_stake``. An
+  unreturned debit is still ``debit_without_wager``; a stake refund with no such debit is
+  ``unknown_to_ledger``.
 - The wallet debits a stake before the ledger accepts the wager: export the wallet from a
   little before the period's start, so that the debits of the period's first wagers are in
   it (debits of earlier wagers are counted as ``earlier``, not flagged).

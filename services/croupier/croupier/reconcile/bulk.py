@@ -38,11 +38,14 @@ _IDS: Final = ("transaction_id", "message_id", "table_id", "round_id", "bet_id",
 _DIGITS: Final = "0123456789"
 #: Where the digits of ``YYYY-MM-DDTHH:MM:SS.ffffffZ`` are (1-based start, length).
 _TIME_DIGITS: Final = ((1, 4), (6, 2), (9, 2), (12, 2), (15, 2), (18, 2), (21, 6))
-_NEEDS: Final = {
-    "debit": ("table_id", "round_id", "bet_id"),
-    "credit": ("message_id",),
-    "refund": ("message_id",),
-}
+_WAGER: Final = ("table_id", "round_id", "bet_id")
+#: Each kind, with the ids it needs (a refund names a result, or a wager whose stake it returns).
+_NEEDS: Final = (
+    ("debit", _WAGER),
+    ("credit", ("message_id",)),
+    ("refund", ("message_id",)),
+    ("refund", _WAGER),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +120,7 @@ def _clean(f: dict[str, str]) -> str:
         f"({f['kind']} = '{kind}' AND "
         + " AND ".join(f"{f[name]} <> ''" for name in ("transaction_id", "player_id", *names))
         + ")"
-        for kind, names in _NEEDS.items()
+        for kind, names in _NEEDS
     )
     c, a, t = f["currency"], f["amount"], f["occurred_at"]
     # Plain string functions where they will do: a regular expression costs per character.

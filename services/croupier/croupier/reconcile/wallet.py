@@ -94,8 +94,16 @@ def check_values(
             ids[i] = None
         elif type(value) is not str or len(value) > MAX_TEXT:
             return BadRow(line, f"{_ID_FIELDS[i]} must be text of at most {MAX_TEXT} characters")
+    if kind == "refund" and ids[1] is None:  # not a result's: a stake returned
+        required = _REQUIRED["debit"]
     missing = [name for name, i in required if ids[i] is None]
     if missing:
+        if kind == "refund":
+            return BadRow(
+                line,
+                "a refund needs message_id (a voided round's result) or table_id, round_id "
+                f"and bet_id (a stake returned); it lacks {', '.join(missing)}",
+            )
         return BadRow(line, f"a {kind} needs {', '.join(missing)}")
     if type(currency) is not str or not _CURRENCY.fullmatch(currency):
         return BadRow(line, f"currency must be an ISO 4217 code such as EUR, got {currency!r}")
