@@ -3,9 +3,9 @@
 Topic exchange ``studio.feed`` (durable); routing key ``<table_id>.<event_type>``; persistent
 messages, ``content_type`` application/json, ``message_id`` = ``event_id``. The channel uses
 publisher confirms. Messages go out in order, each window of them in one socket write
-through the channel's aiormq layer (what ``basic_publish`` does for one message, done for a
-window); the next window is written while the broker confirms the previous one, and no more
-than two windows are ever unconfirmed. A nack raises.
+(``contract.publishing``, the path croupier publishes on too); the next window is written
+while the broker confirms the previous one, and no more than two windows are ever
+unconfirmed. A nack raises.
 The studio does not ask for returns: the croupier declares and binds its feed queue, and a
 feed nobody has bound a queue for is not the studio's error to report.
 """
@@ -15,32 +15,17 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any, Final, cast
+from typing import Any, cast
 
 import aio_pika
 import aiormq
 from aio_pika.abc import AbstractChannel
-from aiormq.abc import ChannelFrame
-from pamqp import commands as spec
-from pamqp.body import ContentBody
-from pamqp.header import ContentHeader
 
+from contract.publishing import Publication, publish_confirmed
 from studio.message import FeedMessage
 
 EXCHANGE = "studio.feed"
 DEFAULT_WINDOW = 256
-CONTENT_TYPE: Final = "application/json"
-PERSISTENT: Final = 2
-
-
-@dataclass(frozen=True, slots=True)
-class Publication:
-    """One feed message as it goes on the wire."""
-
-    routing_key: str
-    body: bytes
-    properties: spec.Basic.Properties
 
 
 class PublishFailed(Exception):
@@ -54,42 +39,7 @@ async def declare_feed_exchange(channel: Any) -> Any:
 
 def publication(message: FeedMessage) -> Publication:
     """The AMQP message of one feed message: persistent JSON with ``message_id`` = event_id."""
-    properties = spec.Basic.Properties(
-        content_type=CONTENT_TYPE, delivery_mode=PERSISTENT, message_id=message.event_id
-    )
-    return Publication(message.routing_key, message.body, properties)
-
-
-async def publish_window(
-    channel: aiormq.Channel, window: list[Publication]
-) -> list[BaseException | None]:
-    """Write ``window`` to ``studio.feed`` in one go; each one's confirm outcome (None: acked).
-
-    Delivery tags and confirmation futures are registered under the channel lock exactly as
-    ``channel.basic_publish`` registers them, so the broker's acks and nacks resolve them.
-    Guarded by `python -m bench service` ("studio publisher alone").
-    """
-    if not channel.publisher_confirms:
-        raise ValueError("publishing the feed needs a channel with publisher confirms")
-    limit = channel.max_content_size
-    frames: list[Any] = []
-    for p in window:
-        frames.append(spec.Basic.Publish(exchange=EXCHANGE, routing_key=p.routing_key))
-        frames.append(ContentHeader(properties=p.properties, body_size=len(p.body)))
-        frames.extend(ContentBody(p.body[i : i + limit]) for i in range(0, len(p.body), limit))
-    # Encoded before any delivery tag is taken: a message that cannot be encoded must not
-    # leave a tag behind that the broker never confirms.
-    payload = ChannelFrame.marshall(channel.number, frames)
-    confirmations: list[asyncio.Future[Any]] = []
-    async with channel.lock:
-        for _ in window:
-            channel.delivery_tag += 1
-            confirmation = channel.create_future()
-            channel.confirmations[channel.delivery_tag] = confirmation
-            confirmations.append(confirmation)
-        await channel.write_queue.put(payload)
-    outcomes = await asyncio.gather(*confirmations, return_exceptions=True)
-    return [o if isinstance(o, BaseException) else None for o in outcomes]
+    return Publication(EXCHANGE, message.routing_key, message.body, message.event_id)
 
 
 async def publish(
@@ -173,7 +123,7 @@ class _Windows:
             self._previous.cancel()
 
     async def _confirmed(self, batch: list[Publication]) -> None:
-        outcomes = await publish_window(self.channel, batch)
+        outcomes = await publish_confirmed(self.channel, batch, chunk=len(batch))
         failures = [o for o in outcomes if o is not None]
         if failures:
             raise PublishFailed(f"{len(failures)} of {len(batch)} not confirmed: {failures[0]!r}")

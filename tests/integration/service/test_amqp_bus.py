@@ -13,8 +13,9 @@ import aiormq
 import pytest
 from service_harness import eventually
 
+from contract.publishing import WRITE_CHUNK
 from croupier.bus import FEED_EXCHANGE, SETTLEMENTS_EXCHANGE, TOO_LONG, UNROUTABLE, Outgoing
-from croupier.bus.amqp import WRITE_CHUNK, AmqpBus, declare_topology
+from croupier.bus.amqp import AmqpBus, declare_topology
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,7 @@ from pamqp import frame
 from pamqp.body import ContentBody
 from pamqp.header import ContentHeader
 
-from croupier.bus.amqp import Publication, json_properties
+from contract.publishing import Publication, json_properties
 
 
 def _pamqp(p: Publication, channel: int, max_content: int) -> bytes:

@@ -22,6 +22,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Generic, TypeVar
 
+from contract.publishing import SHORTSTR_MAX
+
 FEED_EXCHANGE: Final = "studio.feed"
 #: A copy of every dead letter, for the recorder that keeps the broker's in the ledger.
 DEAD_LETTER_RECORD_QUEUE: Final = "croupier.dead-letter.record"
@@ -151,10 +153,6 @@ class Outgoing:
     raw: bytes | None = None
     headers: Mapping[str, str] | None = None
     amqp_message_id: str | None = None
-
-
-#: AMQP short strings (routing keys, message ids) are at most this many bytes.
-SHORTSTR_MAX: Final = 255
 
 
 def unframeable(message: Outgoing) -> str | None:

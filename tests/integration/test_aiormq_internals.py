@@ -1,0 +1,49 @@
+"""The aiormq channel internals the one publish path (``contract.publishing``) relies on are
+still there, with the types it uses them as: an aiormq upgrade that moves them fails here,
+not in production."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import cast
+
+import aio_pika
+import aiormq
+import pytest
+
+from contract.publishing import CHANNEL_INTERNALS, Publication, publish_confirmed
+
+pytestmark = pytest.mark.integration
+
+
+async def test_a_confirming_channel_has_what_publish_confirmed_touches(amqp_vhost: str) -> None:
+    connection = await aio_pika.connect(amqp_vhost)
+    try:
+        robust = await connection.channel(publisher_confirms=True)
+        channel = cast(aiormq.Channel, await robust.get_underlay_channel())
+        missing = [name for name in CHANNEL_INTERNALS if not hasattr(channel, name)]
+        assert not missing, f"aiormq.Channel no longer has {missing}"
+        assert hasattr(channel.lock, "__aenter__")  # held while tags are registered
+        assert isinstance(channel.delivery_tag, int)
+        assert isinstance(channel.confirmations, dict)
+        assert isinstance(channel.message_id_delivery_tag, dict)
+        assert isinstance(channel.write_queue, asyncio.Queue)
+        assert channel.publisher_confirms is True
+        assert channel.max_content_size > 0
+
+        exchange = await robust.declare_exchange("test.internals", auto_delete=True)
+        queue = await robust.declare_queue(f"test.internals.{uuid.uuid4().hex[:8]}", exclusive=True)
+        await queue.bind(exchange, "k")
+        pages = [Publication("test.internals", "k", b'{"n":%d}' % n, f"m{n}") for n in range(3)]
+        nowhere = Publication("test.internals-none", "k", b"{}", "lost")
+        outcomes = await publish_confirmed(channel, pages)
+        assert outcomes == [None, None, None]  # confirmed through the registered futures
+        assert channel.confirmations == {}  # each confirmation resolved and removed
+        assert channel.message_id_delivery_tag == {}
+        declared = await robust.declare_queue(queue.name, passive=True)
+        assert declared.declaration_result.message_count == 3
+        failed = await publish_confirmed(channel, [nowhere])
+        assert failed and failed[0] is not None  # no such exchange: the channel closes
+    finally:
+        await connection.close()
