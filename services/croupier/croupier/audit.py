@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from croupier.facts import closing
 from croupier.ledger import RecordedEvent
 from croupier.meters import METER_MOVED
 from croupier.round import SETTLED, VOIDED
@@ -84,8 +85,9 @@ class BooksAudit:
             self.report.problems.append(f"position {event.position} ({event.stream}): {problem}")
 
 
-def round_problems(data: Mapping[str, Any]) -> list[str]:
+def round_problems(closed: Mapping[str, Any]) -> list[str]:
     """What does not hold in a closed round's postings against its results."""
+    data = closing(closed)
     problems = []
     stakes: dict[str, int] = defaultdict(int)
     returned: dict[tuple[str, str], int] = defaultdict(int)

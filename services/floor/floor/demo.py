@@ -34,6 +34,7 @@ from croupier.bus import FEED_QUEUE, SETTLEMENTS_EXCHANGE, Bus, Outgoing
 from croupier.bus.memory import MemoryBus
 from croupier.config import EMBEDDED_LEDGER_URL, Settings, settings
 from croupier.errors import CommandError, reaching
+from croupier.facts import closing
 from croupier.history.site import history_site
 from croupier.ledger import Ledger, open_ledger
 from croupier.ledger.signing import PRIVATE_KEY_FILE, LedgerKey
@@ -509,13 +510,14 @@ async def _ledger_totals(
                 f"round:{prefix}"
             ):
                 continue
-            game = str(load_paytable(record.data["paytable"]["id"]).game)
+            data = closing(record.data)
+            game = str(load_paytable(data["paytable"]["id"]).game)
             game_totals = totals.setdefault(game, GameTotals())
             game_totals.rounds += record.type == SETTLED
             game_totals.voided += record.type == VOIDED
-            event = record.data["event"]
+            event = data["event"]
             returned = closed.setdefault((event["table_id"], event["round_id"]), Counter())
-            for line in record.data["results"]:
+            for line in data["results"]:
                 returned[line["currency"]] += line["returned"]
                 game_totals.bets += 1
                 game_totals.wagered[line["currency"]] += line["stake"]
