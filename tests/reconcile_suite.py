@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -126,6 +127,15 @@ async def reconcile(
             found = [as_dict(d) async for d in reconciliation.discrepancies()]
             players = [p async for p in reconciliation.player_differences()]
     return summary, found, players
+
+
+async def _facts(ledger: Any) -> AsyncIterator[Any]:
+    """Every fact of the ledger, in position order."""
+    after = 0
+    while page := await ledger.read_all(after, 1000):
+        after = page[-1].position
+        for fact in page:
+            yield fact
 
 
 async def cli(argv: list[str]) -> int:
@@ -262,6 +272,60 @@ class ReconcileSuite:
         }
         assert summary.finding_count == 1
         assert players == [("p1", "EUR", -500)]
+
+    async def test_from_and_to_follow_the_cut_off_rule_and_late_credits_are_in_transit(
+        self, settled: Settled, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        async with open_ledger(settled.url) as ledger:
+            recorded = [(f.position, f.recorded_at) async for f in _facts(ledger)]
+            head = len(recorded)
+            start, end = recorded[head // 3][1], recorded[2 * head // 3][1]
+            async with open_store(ledger).session() as session:
+                results = await session.fetch(
+                    "SELECT message_id, settled_at, position FROM results "
+                    "WHERE returned + refunded > 0 ORDER BY position"
+                )
+        # --from: the first position recorded at or after it; --to: the last before it
+        first = min(position for position, at in recorded if at >= start)
+        last = max(position for position, at in recorded if at < end)
+        in_period = [r for r in results if first <= r[2] <= last]
+        # The wallet applied each result when it was settled, and its export ended at the
+        # settlement of a result in the middle of the period: what came later is in transit.
+        export_end = in_period[len(in_period) // 2][1]
+        settled_at = {message_id: at for message_id, at, _ in results}
+        late = {m for m, at, _ in in_period if at >= export_end}
+        wallet = tmp_path / "wallet.csv"
+        write_wallet(settled, wallet)
+        with wallet.open() as handle:
+            rows = list(csv.DictReader(handle))
+        with wallet.open("w", newline="") as out:
+            writer = csv.DictWriter(out, fieldnames=list(rows[0]))
+            writer.writeheader()
+            for row in rows:
+                at = settled_at.get(row["message_id"])
+                if at is None:
+                    writer.writerow(row)
+                elif at < export_end:
+                    writer.writerow({**row, "occurred_at": at})
+        args = ["reconcile", "--ledger", settled.url, "--wallet", str(wallet), "--json"]
+        capsys.readouterr()
+        period = ["--from", start.isoformat(), "--to", end.isoformat()]
+        assert await cli([*args, *period]) == 0  # rows in transit alone are no discrepancy
+        report = json.loads(capsys.readouterr().out)
+        assert (report["ledger"]["first_position"], report["ledger"]["last_position"]) == (
+            first,
+            last,
+        )
+        assert late and {d["message_id"] for d in report["discrepancies"]} == late
+        assert {d["kind"] for d in report["discrepancies"]} == {"in_transit"}
+        assert report["wallet"]["outside_period"]["earlier"] > 0
+        # the same export against the whole ledger: the late results of the period are
+        # still in transit, and so are the later ones the export never reached
+        assert await cli(args) == 0
+        everything = json.loads(capsys.readouterr().out)["discrepancies"]
+        assert {d["message_id"] for d in everything} == {
+            m for m, at, _ in results if at >= export_end
+        }
 
     async def test_the_cli_reports_json_csv_and_exit_codes(
         self, settled: Settled, tmp_path: Path, capsys: pytest.CaptureFixture[str]

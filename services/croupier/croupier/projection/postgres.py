@@ -95,6 +95,15 @@ class PostgresStore(ReadModelStore):
     async def commit(self, steps: Sequence[Step]) -> None:
         if not steps:
             return
+        try:
+            await self._commit(steps)
+        except asyncpg.InsufficientPrivilegeError as error:
+            raise ProjectionError(
+                f"the read models are behind the ledger and this role may not write them "
+                f"({error}): run `croupier project` as {PROJECTOR_ROLE} or the owner"
+            ) from error
+
+    async def _commit(self, steps: Sequence[Step]) -> None:
         async with (await self.ledger.pool()).acquire() as conn, conn.transaction():
             names = [step.projection.name for step in steps]
             rows = await conn.fetch(
