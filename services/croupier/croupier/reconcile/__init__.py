@@ -284,6 +284,7 @@ class Reconciliation:
             "after": int(p.first) - 1,
             "upto": int(p.last),
             "head": int(p.head),
+            "kind_only": " (kind)" if self.session.dialect == "postgres" else "",
             # results settled after this may not have reached the wallet's export
             "credit_transit": _text(_shift(latest or p.last_at, -lag)),
             # debits after this may not have reached the ledger by position B
@@ -343,9 +344,11 @@ _ANTE: Final = """(SELECT a.{column} FROM wagers a WHERE a.table_id = w.table_id
 # The comparison, statement by statement: each side of the ledger is joined once with the
 # wallet rows it expects (a full join: what only one side has is found in the same pass),
 # and what does not match is listed in ``findings``. {after}, {upto}, {head} are integers
-# and the {..._transit} times quoted ledger timestamps, checked before formatting.
+# and the {..._transit} times quoted ledger timestamps, checked before formatting;
+# {kind_only} limits ANALYZE to one column where the database can.
 _COMPARE: Final = (
-    "ANALYZE wallet_tx",  # a temporary table has no statistics until asked: the joins need them
+    # A temporary table has no statistics until asked; the joins need its size, no more.
+    "ANALYZE wallet_tx{kind_only}",
     # -- repeats: the wallet rows after the first of their movement (a message_id applied
     # again, a wager debited again), in (occurred_at, line) order; ordered only where a
     # movement has more than one row
