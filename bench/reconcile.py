@@ -2,10 +2,12 @@
 
 The ledger's read model holds ``RESULTS`` settlement results (one wager each; some won, some
 voided) and the wallet log (CSV) debits every wager and credits every result that returns
-money, with ``PLANTED`` discrepancies of every kind. The read model is loaded straight
-into its tables (the projector's own rate is the second row), and its checkpoint put at the
-head, so the timed run is the reconciliation alone: the command as an operator runs it, in
-a process of its own, from reading the file to the last line of its JSON report.
+money, with ``PLANTED`` discrepancies of every kind (and ``PLANTED`` debits returned by a
+stake refund, which must match). The read model is loaded straight into its tables, not
+projected from a ledger (the projector's own rate, over a ledger a simulated studio
+settled, is the last row), and its checkpoint put at the head, so the timed run is the
+reconciliation alone: the command as an operator runs it, in a process of its own, from
+reading the file to the last line of its JSON report.
 
 Anchor, in the same run: PostgreSQL reading the same rows (``COPY`` of the same CSV into a
 table, plus a scan summing the results and wagers). Memory: the child's peak RSS at a
@@ -53,6 +55,10 @@ KINDS = (
 )
 
 
+#: Debits for wagers the ledger never saw that the wallet returned: planted, never flagged.
+RETURNED = "refunded_stake"
+
+
 def _ids(i: int) -> tuple[str, str, str, str, str]:
     table = f"t{i % 100}"
     return table, f"{table}:r{i}", f"b{i}", f"p{i % 50_000}", str(uuid.UUID(int=i))
@@ -75,7 +81,7 @@ def _plants(draws: list[tuple[int, int, int]]) -> dict[str, set[int]]:
     everyone = list(range(1, len(draws)))
     taken: set[int] = set()
     plants: dict[str, set[int]] = {}
-    for kind in KINDS:
+    for kind in (*KINDS, RETURNED):
         pool = paying if kind in CREDIT_KINDS else everyone
         chosen: set[int] = set()
         while len(chosen) < PLANTED:
@@ -151,6 +157,23 @@ def _write_wallet(path: Path, draws: list[tuple[int, int, int]]) -> int:
                     (f"x{i}", "debit", "", table, round_, f"{bet}x", player, "EUR", 100, STAMP)
                 )
                 count += 1
+            if i in plant[RETURNED]:
+                for kind in ("debit", "refund"):
+                    out.writerow(
+                        (
+                            f"{kind}{i}",
+                            kind,
+                            "",
+                            table,
+                            round_,
+                            f"{bet}y",
+                            player,
+                            "EUR",
+                            100,
+                            STAMP,
+                        )
+                    )
+                count += 2
             if i in plant["unknown_to_ledger"]:
                 out.writerow(
                     (f"u{i}", "credit", f"u-{message}", "", "", "", player, "EUR", 100, STAMP)
@@ -181,7 +204,9 @@ def _reconcile(url: str, wallet: Path) -> tuple[float, dict[str, int], int]:
     if status != "1":
         raise RuntimeError(f"reconcile exited {status}: {done.stderr[-2000:]}")
     report = json.loads(done.stdout)
-    found: dict[str, int] = {}
+    found: dict[str, int] = {
+        RETURNED: sum(c["matched"][RETURNED]["count"] for c in report["currencies"])
+    }
     for item in report["discrepancies"]:
         found[item["kind"]] = found.get(item["kind"], 0) + 1
     return elapsed, found, int(peak) // 1024
@@ -238,16 +263,17 @@ async def _size(results: int, folder: Path) -> None:
         del draws
         anchor = await _anchor(url, wallet)
         elapsed, found, peak = _reconcile(url, wallet)
-        exact = found == dict.fromkeys(KINDS, PLANTED)
+        exact = found == dict.fromkeys((RETURNED, *KINDS), PLANTED)
         print(
             f"reconcile postgres: {results:>9,} results vs {rows:>9,} wallet rows "
             f"in {elapsed:6.1f} s ({rows / elapsed:>8,.0f} rows/s), peak RSS {peak:,} MiB; "
-            f"found {sum(found.values()):,} of {PLANTED * len(KINDS):,} planted "
+            f"found {sum(found.values()):,} of {PLANTED * (len(KINDS) + 1):,} planted "
             f"({'exactly' if exact else 'NOT EXACTLY: ' + str(found)})"
         )
         print(
             f"  anchor: PostgreSQL COPY of the same CSV + scans of the read model "
-            f"{anchor:5.1f} s; reconcile / anchor = {elapsed / anchor:4.1f}x"
+            f"{anchor:5.1f} s; reconcile / anchor = {elapsed / anchor:4.1f}x; "
+            f"load {os.getloadavg()[0]:.2f} (1 min)"
         )
     finally:
         await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
