@@ -40,6 +40,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.soak]
 #: RSS growth allowed after warm-up over an hour at 1,000 events/s.
 GROWTH_LIMIT_MIB = 50
 SAMPLE_EVERY = 5.0
+#: Seconds the ledger may take, after publishing ends, to settle and publish what is queued.
+DRAIN_SECONDS = 600.0
 
 
 def studio(seconds: float, rate: float) -> Iterator[FeedMessage]:
@@ -95,6 +97,25 @@ async def ledger_figures(url: str) -> tuple[int, int, int]:
     return int(closed), int(twice), pending
 
 
+async def _not_drained(url: str, feed: Closing, elapsed: float) -> str:
+    """Why the ledger did not catch up: still settling (it could not keep up with the feed
+    on this machine) or stuck (nothing moves)."""
+    before, _, _ = await ledger_figures(url)
+    await asyncio.sleep(10)
+    closed, _, pending = await ledger_figures(url)
+    state = (
+        f"still settling ({(closed - before) / 10:.1f} rounds/s): the service could not keep "
+        "up with the feed on this machine"
+        if closed > before
+        else "nothing moves: rounds are stuck"
+    )
+    return (
+        f"not drained {DRAIN_SECONDS:.0f}s after publishing ended: {closed:,} of "
+        f"{feed.closed:,} rounds closed, {pending} results unpublished; {feed.sent:,} events "
+        f"published in {elapsed:.0f}s; {state} (load {os.getloadavg()[0]:.1f})"
+    )
+
+
 async def test_memory_stays_flat_and_nothing_is_lost_under_a_steady_feed(tmp_path: Path) -> None:
     seconds = float(os.environ.get("CROUPIER_SOAK_SECONDS", "120"))
     rate = float(os.environ.get("CROUPIER_SOAK_RATE", "1000"))
@@ -119,7 +140,10 @@ async def test_memory_stays_flat_and_nothing_is_lost_under_a_steady_feed(tmp_pat
                 closed, _, pending = await ledger_figures(url)
                 return closed >= feed.closed and pending == 0
 
-            await eventually(all_closed, 600, "every round closed and published", every=2)
+            try:
+                await eventually(all_closed, DRAIN_SECONDS, "every round closed", every=2)
+            except AssertionError:
+                raise AssertionError(await _not_drained(url, feed, elapsed)) from None
             samples.append((time.monotonic() - started, rss_kib(pid)))
             assert served.process.poll() is None, served.tail()
         closed, twice, pending = await ledger_figures(url)
