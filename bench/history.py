@@ -389,7 +389,10 @@ async def _anchored(
 
 
 async def _not_found_timing(port: int, picks: list[Pick]) -> None:
-    """Median latency of a 404 for another player's round and for no such round."""
+    """Median latency of a 404 for another player's round and for no such round.
+
+    The round of another table's pick: players sit at one table, so it is not theirs.
+    """
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     others = [(a[0], b[1], b[2]) for a, b in itertools.pairwise(picks) if a[1] != b[1]]
     tokens = {p: _token(p) for p in {pick[0] for pick in others}}
@@ -399,10 +402,11 @@ async def _not_found_timing(port: int, picks: list[Pick]) -> None:
         for n in range(PROBES):
             player, table, round_id = others[n % len(others)]
             nowhere = round_id[:-4] + "zzzz"
-            for name, path in (
+            pair = [
                 ("another player's round", f"/v1/rounds/{table}/{round_id}"),
                 ("no such round", f"/v1/rounds/{table}/{nowhere}"),
-            ):
+            ]
+            for name, path in pair if n % 2 else pair[::-1]:  # neither always goes first
                 started = time.perf_counter()
                 status, body = await _get(reader, writer, path, tokens[player])
                 times[name].append(time.perf_counter() - started)
