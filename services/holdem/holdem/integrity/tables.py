@@ -19,7 +19,7 @@ that code is a new file, never a stale value:
 - ``integrity-ch-<key>.npz``: a Casino Hold'em call's net and its square, summed over the
   completions, for every hole pair of every flop (about 33 MB);
 - ``integrity-thp-<key>/``: per hole pair and turn card of every flop, the showdown's wins,
-  losses, and the sums of the pay multiplier and of its square over the wins (about 1 GB,
+  losses, and the sums of the pay multiplier and of its square over the wins (835 MB,
   memory-mapped: only the pages a recompute touches are read); per hole pair, the flop
   numerators and the spread of the value after the turn card.
 
