@@ -18,22 +18,14 @@ from holdem import (
     BetResult,
     Deal,
     Decision,
-    Game,
     Outcome,
     PayTable,
     Spot,
-    Stage,
     load_paytable,
 )
 from holdem.cards import parse_cards
 from holdem.integrity.terms import RoundInput, Terms, calculator, prepare
-
-_STAGE_SPOTS: Final = {
-    Stage.PREFLOP: Spot.CALL,
-    Stage.FLOP: Spot.FLOP_BET,
-    Stage.TURN: Spot.TURN_BET,
-}
-_WAGER_ACTIONS: Final = {Stage.PREFLOP: Action.CALL, Stage.FLOP: Action.BET, Stage.TURN: Action.BET}
+from holdem.schedule import DecisionStage, schedule
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,13 +72,12 @@ def prepare_settled(data: Mapping[str, Any]) -> Iterator[PreparedRound]:
         raise NoCards("this settlement was recorded without its cards")
     table = load_paytable(data["paytable"]["id"], data["paytable"]["version"])
     deal = _deal(data["deal"])
-    stages = (Stage.FLOP,) if table.game is Game.CASINO_HOLDEM else tuple(Stage)
     by_currency: dict[str, list[BetResult]] = {}
     for line in data["results"]:
         by_currency.setdefault(line["currency"], []).append(_result(line))
     folds = data.get("folds", {})
     for currency, results in sorted(by_currency.items()):
-        decisions = list(_decisions(results, folds, stages, table.game))
+        decisions = list(_decisions(results, folds, schedule(table.game)))
         yield PreparedRound(table, currency, prepare(deal, results, decisions))
 
 
@@ -120,8 +111,7 @@ def _result(line: Mapping[str, Any]) -> BetResult:
 def _decisions(
     results: list[BetResult],
     folds: Mapping[str, str],
-    stages: tuple[Stage, ...],
-    game: Game,
+    stages: tuple[DecisionStage, ...],
 ) -> Iterator[Decision]:
     """The decisions that matter: calls and bets (from the play wagers) and folds."""
     spots: dict[tuple[str, str], set[Spot]] = {}
@@ -131,11 +121,9 @@ def _decisions(
         if r.spot is Spot.ANTE:
             antes[(r.player, r.box)] = r.bet_id
     for key, ante in antes.items():
-        for stage in stages:
-            wager = Spot.CALL if game is Game.CASINO_HOLDEM else _STAGE_SPOTS[stage]
-            if wager in spots[key]:
-                action = Action.CALL if wager is Spot.CALL else _WAGER_ACTIONS[stage]
-                yield Decision(ante, stage, action)
-            elif folds.get(ante) == stage:
-                yield Decision(ante, stage, Action.FOLD)
+        for point in stages:
+            if point.wager in spots[key]:
+                yield Decision(ante, point.stage, point.wager_action)
+            elif folds.get(ante) == point.stage:
+                yield Decision(ante, point.stage, Action.FOLD)
                 break

@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final
 
+from contract.feed import WAGER_ACTIONS
 from croupier.ledger import RecordedEvent
 from croupier.ledger.chain import format_timestamp
 from croupier.projection import Changes, Column, Projection, ProjectionError, Table
@@ -39,7 +40,6 @@ from croupier.round import ACCEPTED, REJECTED, SETTLED, VOIDED
 
 _T: Final = "text"
 _I: Final = "int"
-_WAGER_ACTIONS: Final = frozenset({"call", "bet"})
 
 
 def _col(name: str, type_: str = _T, nullable: bool = False) -> Column:
@@ -210,7 +210,7 @@ def _wager(event: Mapping[str, Any]) -> dict[str, Any] | None:
             "stake": payload["amount"],
             "ante_bet_id": None,
         }
-    if event["event_type"] == "decision.made" and payload["action"] in _WAGER_ACTIONS:
+    if event["event_type"] == "decision.made" and payload["action"] in WAGER_ACTIONS:
         return {
             **ids,
             "bet_id": payload["bet_id"],
