@@ -28,6 +28,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import aio_pika
+import asyncpg
 from aio_pika.abc import AbstractIncomingMessage
 
 from croupier.bus import FEED_QUEUE, SETTLEMENTS_EXCHANGE, Bus, Outgoing
@@ -145,7 +146,7 @@ async def run_demo(
         faults=Faults(void=0.01, duplicate_card=0.003, redelivery=0.01, wrong_call=0.003),
     )
     messages = list(simulate(config))
-    ledger, bus = await _infrastructure(live, chosen, say)
+    ledger, bus, live = await _infrastructure(live, chosen, say)
     log_path = wallet_log or Path(WALLET_LOGS) / f"demo-{run_id}-wallet.csv"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     wallet = Wallet(f"demo-{run_id}-", log=WalletLog(log_path, wallet_faults, seed=config.seed))
@@ -319,23 +320,36 @@ def _live_available(settings: Settings) -> bool:
     return reachable(settings.database_url, 5432) and reachable(settings.amqp_url, 5672)
 
 
-async def _infrastructure(live: bool, settings: Settings, say: Say) -> tuple[Ledger, Bus]:
+async def _infrastructure(live: bool, settings: Settings, say: Say) -> tuple[Ledger, Bus, bool]:
+    """The ledger and bus of the chosen mode, and whether it is live after all: an
+    unconfigured demo whose local PostgreSQL lacks the ``croupier`` database plays embedded
+    rather than creating it through another database."""
     if live:
         from croupier.bus.amqp import AmqpBus
 
         ledger = open_ledger(settings.database_url, _signing_key(settings))
-        with reaching(ledger=settings.database_url):  # its own database, nothing else
-            await ledger.schema_version()
-        broker, database = mask_url(settings.amqp_url), mask_url(settings.database_url)
-        say(f"live mode: RabbitMQ at {broker}, PostgreSQL at {database}")
-        return ledger, AmqpBus(settings.amqp_url)
+        try:
+            with reaching(ledger=settings.database_url):  # its own database, nothing else
+                await ledger.schema_version()
+        except CommandError as error:
+            if settings.database_configured or not _missing_database(error):
+                raise
+            say(f"no live mode: {error.line()}")
+        else:
+            broker, database = mask_url(settings.amqp_url), mask_url(settings.database_url)
+            say(f"live mode: RabbitMQ at {broker}, PostgreSQL at {database}")
+            return ledger, AmqpBus(settings.amqp_url), True
     Path(EMBEDDED_LEDGER_URL.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
     say(
         f"embedded mode: in-process bus, SQLite ledger at {EMBEDDED_LEDGER_URL.removeprefix('sqlite:///')}"
     )
     say("  (live mode needs RabbitMQ and PostgreSQL: the local ones, or CROUPIER_AMQP_URL")
     say("   and CROUPIER_DATABASE_URL)")
-    return open_ledger(EMBEDDED_LEDGER_URL, _signing_key(settings)), MemoryBus()
+    return open_ledger(EMBEDDED_LEDGER_URL, _signing_key(settings)), MemoryBus(), False
+
+
+def _missing_database(error: CommandError) -> bool:
+    return isinstance(error.__cause__, asyncpg.InvalidCatalogNameError)
 
 
 def _signing_key(settings: Settings) -> LedgerKey:
