@@ -40,10 +40,12 @@ from studio.feed import simulate
 TABLES = ("classic:shared=6", "royal-20:boxes=3", "progressive:shared=6", "standard:shared=6")
 
 
-def studio_feed(rounds: int = 60, seed: int = 7, prefix: str = "pt") -> list[bytes]:
+def studio_feed(
+    rounds: int = 60, seed: int = 7, prefix: str = "pt", tables: Sequence[str] = TABLES
+) -> list[bytes]:
     """A studio feed with voids, wrong calls and late bets (rejected wagers)."""
     config = StudioConfig(
-        tables=parse_table_specs(list(TABLES), prefix=prefix),
+        tables=parse_table_specs(list(tables), prefix=prefix),
         rounds=rounds,
         seed=seed,
         timeout_rate=0.05,

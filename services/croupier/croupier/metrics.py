@@ -12,7 +12,9 @@ configured: a series that first appears at its first increment hides that increm
 
 The integrity counters (:meth:`Metrics.observe_integrity`) are incremented by the process
 that projects them (``croupier project``), once per committed batch, so they add up across
-instances; the since-start totals are gauges read from the read model.
+instances; the since-start totals are gauges read from the read model. The play residual's
+variance over a window is ``play_variance + play_covariance_positive -
+play_covariance_negative``: the boxes' covariance is counted in two parts that never go down.
 """
 
 from __future__ import annotations
@@ -47,6 +49,16 @@ INTEGRITY_FIGURES = (
     ("play_returned", "What the bets returned, minor units"),
     ("play_expected", "Exact expected return of the decisions taken, minor units"),
     ("play_variance", "Exact variance of the return given the decisions, minor units squared"),
+    (
+        "play_covariance_positive",
+        "The boxes' covariance estimated from their residuals, rounds where it is positive, "
+        "minor units squared",
+    ),
+    (
+        "play_covariance_negative",
+        "Minus the boxes' covariance estimated from their residuals, rounds where it is "
+        "negative, minor units squared",
+    ),
 )
 
 

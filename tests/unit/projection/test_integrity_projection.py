@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from projection_suite import settle, studio_feed
+from projection_suite import TABLES, settle, studio_feed
 
 from croupier.integrity import settled_terms
 from croupier.ledger import Ledger, open_ledger
@@ -37,7 +37,7 @@ from holdem.integrity.terms import Terms
 
 @pytest.fixture(scope="module")
 def feed() -> list[bytes]:
-    return studio_feed(rounds=40, seed=11, prefix="it")
+    return studio_feed(rounds=40, seed=11, prefix="it", tables=(*TABLES, "standard:boxes=4"))
 
 
 @pytest.fixture
@@ -82,13 +82,35 @@ async def test_projected_totals_are_the_settled_facts_terms(ledger: Ledger) -> N
     }
     for labels, row in expected.items():
         assert row["rounds"] > 0 and row["deal_variance"] > 0 and row["play_variance"] > 0
-        counted = metrics.integrity["rounds"].labels(*labels)._value.get()
-        assert counted == row["rounds"]
+        for name in FIGURES:
+            counted = metrics.integrity[name].labels(*labels)._value.get()
+            assert counted == pytest.approx(figures_of(row)[name], rel=1e-12)
         since = metrics.integrity_total["deal_value"].labels(*labels)._value.get()
         assert since == figures_of(row)["deal_value"]
+    # Texas Hold'em Plus boxes of one round: their covariance; Casino Hold'em's is exact.
+    thp = expected[("texas_holdem_plus", "texas-holdem-plus/standard", "EUR")]
+    assert thp["play_covariance_positive"] > 0
+    for labels, row in expected.items():
+        if labels[0] == "casino_holdem":
+            assert row["play_covariance_positive"] == row["play_covariance_negative"] == 0
     # Once more: nothing new, nothing counted twice.
     await projector.catch_up()
     assert await _totals(ledger) == expected
+
+
+def test_a_round_s_covariance_is_stored_in_two_parts_that_never_go_down() -> None:
+    up, down = row_of(Terms(play_covariance=2.4)), row_of(Terms(play_covariance=-2.6))
+    assert (up["play_covariance_positive"], up["play_covariance_negative"]) == (2, 0)
+    assert (down["play_covariance_positive"], down["play_covariance_negative"]) == (0, 3)
+    metrics = Metrics()
+    labels = ("texas_holdem_plus", "texas-holdem-plus/standard", "EUR")
+    for row in (up, down):
+        metrics.observe_integrity(labels, figures_of({**dict.fromkeys(FIGURES, 0), **row}))
+    counted = {
+        name: metrics.integrity[name].labels(*labels)._value.get()
+        for name in ("play_covariance_positive", "play_covariance_negative")
+    }
+    assert counted == {"play_covariance_positive": 2.0, "play_covariance_negative": 3.0}
 
 
 async def test_sigkill_while_projecting_resumes_with_the_same_totals(
@@ -149,9 +171,12 @@ async def test_the_command_recomputes_the_period_from_the_ledger(
             row["play_returned"],
             figures["play_expected"],
             figures["play_variance"],
+            figures["play_covariance_positive"] - figures["play_covariance_negative"],
         )
         assert entry["deal"]["z"] == pytest.approx(terms.deal_z, abs=1e-3)
         assert entry["play"]["z"] == pytest.approx(terms.play_z, abs=1e-3)
+        stated = terms.play_variance + terms.play_covariance
+        assert entry["play"]["variance"] == pytest.approx(stated, abs=1)
     assert report["findings"] == []
     # A period after everything holds nothing.
     later = subprocess.run(

@@ -7,7 +7,9 @@ stored flop tables (:mod:`holdem.integrity.tables`), built on first use with a p
 display (minutes, once per machine; a period of fewer than :data:`BUILD_FROM` rounds
 computes its flops on demand instead) or beforehand by ``croupier integrity --tables``
 (``make integrity-tables``). Exit 1 when a z-score is beyond the alert threshold (|z| > 4
-with at least 1,000 rounds), as the alerts have it.
+with at least 1,000 rounds), as the alerts have it. The play residual's ``variance`` (JSON)
+is the one its z-score reads: the boxes' exact variances plus ``covariance``, the boxes'
+covariance estimated from their residuals (Texas Hold'em Plus rounds of several boxes).
 """
 
 from __future__ import annotations
@@ -179,7 +181,8 @@ def _report(
             "play": {
                 "returned": t.play_actual,
                 "expected": round(t.play_expected, 3),
-                "variance": round(t.play_variance, 3),
+                "variance": round(t.play_variance + t.play_covariance, 3),
+                "covariance": round(t.play_covariance, 3),
                 "z": round(t.play_z, 4),
             },
         }

@@ -4,9 +4,13 @@
     One row per game, pay table, currency and settlement day (UTC ``YYYY-MM-DD``) with the
     sums of every settled round's integrity terms (:mod:`croupier.integrity`): rounds, the
     deal value, its fair mean and variance, what the bets returned, the exact expectation of
-    the decisions taken and its variance. Expectations are kept in thousandths of a minor
-    unit and variances in minor units squared, as integers; a z-score over any set of days
-    is ``(value - mean) / sqrt(variance)`` of their sums.
+    the decisions taken, its variance, and the boxes' covariance (Texas Hold'em Plus rounds of
+    several boxes) in two parts that never go down: each round's covariance when positive
+    (``play_covariance_positive``) and minus it when negative (``play_covariance_negative``).
+    Expectations are kept in thousandths of a minor unit and variances in minor units squared,
+    as integers; a z-score over any set of days is ``(value - mean) / sqrt(variance)`` of
+    their sums, the play residual's variance being ``play_variance +
+    play_covariance_positive - play_covariance_negative`` (z = 0 when that is not positive).
 
 Rows are upserted with every figure added, so the totals of a batch and the checkpoint past
 it commit together (see :mod:`croupier.projection`): after a crash the projector resumes at
@@ -39,6 +43,8 @@ FIGURES: Final = (
     "play_returned",
     "play_expected",
     "play_variance",
+    "play_covariance_positive",
+    "play_covariance_negative",
 )
 _SCALED: Final = frozenset({"deal_value", "deal_expected", "play_expected"})
 KEY: Final = ("game", "paytable", "currency", "day")
@@ -64,6 +70,8 @@ def row_of(terms: Terms) -> dict[str, int]:
         "play_returned": terms.play_actual,
         "play_expected": round(terms.play_expected * MILLI),
         "play_variance": round(terms.play_variance),
+        "play_covariance_positive": round(max(terms.play_covariance, 0.0)),
+        "play_covariance_negative": round(max(-terms.play_covariance, 0.0)),
     }
 
 
@@ -76,7 +84,7 @@ class IntegrityProjection(Projection):
     """Integrity totals of settled rounds, by game, pay table, currency and day."""
 
     name = "integrity"
-    version = 1
+    version = 2
     tables = (TOTALS,)
 
     def __init__(self) -> None:

@@ -27,17 +27,16 @@ who took different decisions are combined outcome by outcome).
 Boxes of one round share the board and the dealer, so their returns are correlated too.
 Casino Hold'em: when calls stand on two or more boxes, their expectation and variance are
 taken together, given every card on the table (:mod:`holdem.integrity.joint`, exact). Texas
-Hold'em Plus: the boxes' stage variances are combined as if perfectly correlated, the most
-they can be (``(sum of standard deviations)^2`` per stage), so a multi-box z-score is on the
-safe side: never larger than the exact one. Exact would take each stage's expectations given
-every box's cards, not the box's own: the preflop stage alone is then every flop of the unseen
-cards with each box's best-play value on it, the other boxes' cards removed, which no flop
-table holds (a table conditions on one hole pair), so a fresh enumeration of three streets per
-round. The bound costs power only on multi-box Texas Hold'em Plus tables, by the ratio the
-benchmark's ``boxes`` row prints (squared residuals over stated variance): the play z-score
-is that ratio's square root of the exact one, and needs its inverse in rounds. The deal
-values of boxes on one flop are nearly uncorrelated (-1.3% of the variance between two boxes
-in Casino Hold'em) and are added as independent terms.
+Hold'em Plus: under a fair deal, and decisions on each box that depend on the cards seen
+on it, each box's residual ``T_i`` has mean zero and ``E[T_i^2] = E[var_i]``, its exact
+variance. Their covariances ``E[T_i T_j]`` would take every street enumerated given every
+box's cards, so the round states ``sum var_i + sum_{i != j} T_i T_j`` instead (the second
+sum is ``play_covariance``): its expectation is exactly the variance of the round's
+residual. Summed over rounds, the stated variance is unbiased and, divided by the true one,
+tends to 1, so the play z-score tends to the standard normal. One round's covariance may be
+negative, and so may a period's stated variance over a handful of rounds: the z-score is 0
+there. The deal values of boxes on one flop are nearly uncorrelated (-1.3% of the variance
+between two boxes in Casino Hold'em) and are added as independent terms.
 
 All amounts are minor units; terms are floats because expectations are fractions of a unit.
 """
@@ -97,6 +96,7 @@ class Terms:
     play_actual: int = 0
     play_expected: float = 0.0
     play_variance: float = 0.0
+    play_covariance: float = 0.0
 
     def __add__(self, other: Terms) -> Terms:
         return Terms(
@@ -107,6 +107,7 @@ class Terms:
             self.play_actual + other.play_actual,
             self.play_expected + other.play_expected,
             self.play_variance + other.play_variance,
+            self.play_covariance + other.play_covariance,
         )
 
     @property
@@ -116,8 +117,9 @@ class Terms:
 
     @property
     def play_z(self) -> float:
-        """The play residual's z-score: (actual - expected) / exact standard deviation."""
-        return _z(self.play_actual - self.play_expected, self.play_variance)
+        """The play residual's z-score: (actual - expected) / its standard deviation, the
+        boxes' exact variances plus their covariance estimated from the residuals."""
+        return _z(self.play_actual - self.play_expected, self.play_variance + self.play_covariance)
 
 
 def _z(difference: float, variance: float) -> float:
@@ -221,15 +223,17 @@ class Calculator:
         if self.table.game is Game.CASINO_HOLDEM:
             return self._ch_round(round_)
         total = Terms(rounds=1)
-        stages = []
+        residuals = []
         for box, groups in round_.boxes.items():
-            terms, variances = self._thp_box(round_.deal.boxes[box], round_.deal.board, groups)
+            terms = self._thp_box(round_.deal.boxes[box], round_.deal.board, groups)
             total += terms
-            stages.append(variances)
-        if sum(1 for v in stages if any(v)) < 2:
+            residuals.append(terms.play_actual - terms.play_expected)
+        if len(residuals) < 2:
             return total
-        bound = sum(sum(sqrt(v[s]) for v in stages) ** 2 for s in range(3))
-        return total + Terms(play_variance=bound - sum(map(sum, stages)))
+        # sum_{i != j} T_i T_j: the boxes' covariance, estimated without bias.
+        together = sum(residuals)
+        covariance = together * together - sum(r * r for r in residuals)
+        return replace(total, play_covariance=covariance)
 
     def _ch_round(self, round_: RoundInput) -> Terms:
         total = Terms(rounds=1)
@@ -313,8 +317,8 @@ class Calculator:
 
     def _thp_box(
         self, hole: tuple[int, int], board: Sequence[int], players: Sequence[Group]
-    ) -> tuple[Terms, tuple[float, float, float]]:
-        """The box's terms, and its play variance at each stage (preflop, flop, turn)."""
+    ) -> Terms:
+        """The box's terms: its deal value, and its play residual with its exact variance."""
         where = place(hole, board[:3])
         s = thp_situation(
             self.multipliers, where.flop, where.row, turn_index(where, hole, board[3])
@@ -365,8 +369,8 @@ class Calculator:
             w0 * w0 * s.spread[0] + 2 * w0 * w1 * s.spread[1] + w1 * w1 * s.spread[2],
             _showdown_variance(s, turn_w),
         )
-        stages = (max(stages[0], 0.0), max(stages[1], 0.0), max(stages[2], 0.0))
-        return deal + Terms(0, 0, 0, 0, actual, expected, sum(stages)), stages
+        variance = sum(max(stage, 0.0) for stage in stages)
+        return deal + Terms(0, 0, 0, 0, actual, expected, variance)
 
 
 def _showdown_variance(s: ThpSituation, weights: Mapping[tuple[int, int], int]) -> float:
