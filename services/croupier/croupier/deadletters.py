@@ -8,12 +8,16 @@ only delays it. Its outbox id is derived from the rejection fact and the deliver
 redelivered message that is rejected again writes nothing new: each rejection recorded in
 the ledger is dead-lettered once (at least once on the wire, with the same message id).
 
-``letter_problem`` is the rule the relay and ``verify`` hold a dead letter to: it must be
-exactly ``dead_letter`` of the chained rejection it names (fact key, code and reason) for
-some delivery, and its bytes must be the rejected message's: of a contract rejection, the
-bytes whose SHA-256 keys the fact; of a rule rejection, an event whose fingerprint the fact
-records. The delivery's routing key and AMQP message id are not in the fact; they are bound
-to the letter by its outbox id.
+The rejection fact records the delivery its dead letter carries (routing key and AMQP
+message id: the delivery's for a message the contract refuses, the feed contract's for an
+event the rules refuse), so each rejection the live service records calls for exactly one
+dead letter. ``letter_problem`` is the rule the relay and ``verify`` hold a dead letter to:
+it must be exactly ``dead_letter`` of the chained rejection it names (fact key, delivery,
+code and reason), and its bytes must be the rejected message's: of a contract rejection,
+the bytes whose SHA-256 keys the fact; of a rule rejection, an event whose fingerprint the
+fact records. ``LETTERS`` gives ``verify`` that rule and which rejections call for a letter
+(a missing one is reported). Rejections written before deliveries were recorded name none:
+their letters are bound to the delivery by the outbox id alone, and none is called for.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from croupier.bus import (
 )
 from croupier.facts import Fact
 from croupier.ledger import Ledger, OutboxMessage, PendingMessage, RecordedEvent, StreamAppend
+from croupier.ledger.audit import LetterRule
 from croupier.ledger.chain import ChainRow
 from croupier.round import REJECTED, received
 
@@ -116,6 +121,12 @@ def letter_problem(
     delivery_id = letter.get("message_id")
     if delivery_id is not None and not isinstance(delivery_id, str):
         return "it is no dead letter"
+    recorded = data.get("dead_letter")
+    if recorded is not None and recorded != {
+        "routing_key": letter["routing_key"],
+        "message_id": delivery_id,
+    }:
+        return f"it carries another delivery than the rejection at position {fact.position} records"
     code, reason = data.get("code"), data.get("reason")
     want = dead_letter(fact.key, raw, letter["routing_key"], delivery_id, code, reason)
     if (want.message_id, want.routing_key, dict(want.body)) != (message_id, routing_key, letter):
@@ -123,6 +134,26 @@ def letter_problem(
     if not _rejected_bytes(fact.key, data, raw):
         return f"its bytes are not the message rejected at position {fact.position}"
     return None
+
+
+def letter_wanted(fact: ChainRow) -> bool:
+    """Whether the chained ``fact`` is a rejection that calls for a dead letter."""
+    return fact.type == REJECTED and "dead_letter" in json.loads(fact.data)
+
+
+class Letters(LetterRule):
+    """The dead letters' rule, as ``verify`` holds the outbox to it."""
+
+    def problem(
+        self, fact: ChainRow, message_id: str, routing_key: str, letter: Mapping[str, Any]
+    ) -> str | None:
+        return letter_problem(fact, message_id, routing_key, letter)
+
+    def wanted(self, fact: ChainRow) -> bool:
+        return letter_wanted(fact)
+
+
+LETTERS: Final = Letters()
 
 
 def _letter_bytes(letter: Mapping[str, Any]) -> bytes | None:

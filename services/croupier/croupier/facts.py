@@ -96,12 +96,23 @@ class Accepted(EventFact, total=False):
     paytable: PayTableRef
 
 
+class Delivery(TypedDict):
+    """The delivery a rejection's dead letter carries: routing key and AMQP message id.
+
+    The live service records it in every rejection it writes (and dead-letters), so the
+    chain says which dead letter each rejection calls for; replay records none."""
+
+    routing_key: str
+    message_id: str | None
+
+
 class Rejected(EventFact):
     """``feed.rejected``: the code and reason; ``uses_seq`` when the event took its seq."""
 
     code: str
     reason: str
     uses_seq: bool
+    dead_letter: NotRequired[Delivery]
 
 
 class Closing(EventFact):

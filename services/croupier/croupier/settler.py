@@ -24,7 +24,7 @@ from contract.canonical import canonical_json
 from contract.codes import RejectionCode
 from contract.feed import ContractError, FeedEvent, parse_event
 from croupier.deadletters import dead_letter
-from croupier.facts import Fact, event_fact
+from croupier.facts import Delivery, Fact, event_fact
 from croupier.ledger import Ledger, OutboxMessage, RecordedEvent, StreamAppend
 from croupier.logs import context_ids
 from croupier.meters import Meters
@@ -178,13 +178,14 @@ class Settler:
                 continue
             work.rounds[stream], work.versions[stream] = state, version
             for fact in facts:
-                work.add(stream, fact)
                 if fact.type == VOIDED:
+                    work.add(stream, fact)
                     self._record_results(fact, work)
                     continue
-                work.report.handled.append(_handled_fact(fact))
                 if self.dead_letters:
-                    self._dead_letter_rejected(fact, None, work)
+                    fact = self._dead_letter_rejected(fact, None, work)
+                work.add(stream, fact)
+                work.report.handled.append(_handled_fact(fact))
         try:
             await self._commit(work)
         except BaseException:
@@ -215,7 +216,8 @@ class Settler:
         """Keep a message that settlement itself fails on, with the error, in the ledger."""
         self.forget()
         reason = f"settlement failed on this message: {error!r}"
-        fact = _raw_rejection(message.body, RejectionCode.POISON, reason, None)
+        delivery = _delivery(message) if self.dead_letters else None
+        fact = _raw_rejection(message.body, RejectionCode.POISON, reason, None, delivery)
         letters = [self._letter(fact.key, message, RejectionCode.POISON, reason)]
         _, written = await self.ledger.append_with_new_keys(
             [StreamAppend(REJECTIONS_STREAM, None, [fact])], letters if self.dead_letters else []
@@ -241,8 +243,9 @@ class Settler:
 
     def _keep_malformed(self, message: Inbound, error: ContractError, work: Decided) -> Handled:
         """Record a message the contract refuses in the rejections stream (once per batch)."""
-        fact = _raw_rejection(message.body, error.code, str(error), error.event_id)
-        new = fact.key not in work.raw_rejections  # the same bytes twice: kept once
+        delivery = _delivery(message) if self.dead_letters else None
+        fact = _raw_rejection(message.body, error.code, str(error), error.event_id, delivery)
+        new = fact.key not in work.raw_rejections  # the same delivery twice: kept once
         if new:
             work.raw_rejections.add(fact.key)
             work.add(REJECTIONS_STREAM, fact, expected=None)
@@ -262,20 +265,24 @@ class Settler:
     def _letter(self, key: str, message: Inbound, code: str, reason: str) -> OutboxMessage:
         return dead_letter(key, message.body, message.routing_key, message.message_id, code, reason)
 
-    def _dead_letter_rejected(self, fact: Fact, message: Inbound | None, work: Decided) -> None:
-        """The dead letter of a rejected event: the delivery's bytes, or (for an event held
-        before and released now) the event as recorded."""
+    def _dead_letter_rejected(self, fact: Fact, message: Inbound | None, work: Decided) -> Fact:
+        """The rejection of an event with the delivery its dead letter carries recorded in
+        it (the feed contract's routing key and message id, from the event itself, so a
+        redelivery decides the same fact); its dead letter, with the delivery's bytes or
+        (for an event held before and released now) the event as recorded, goes in ``work``.
+        """
+        event = fact.data["event"]
+        delivery: Delivery = {
+            "routing_key": f"{event['table_id']}.{event['event_type']}",
+            "message_id": event["event_id"],
+        }
+        body = message.body if message is not None else canonical_json(event).encode()
         code, reason = fact.data["code"], fact.data["reason"]
-        if message is None:
-            event = fact.data["event"]
-            message = Inbound(
-                canonical_json(event).encode(),
-                0,
-                f"{event['table_id']}.{event['event_type']}",
-                event["event_id"],
-            )
-        letter = self._letter(fact.key, message, code, reason)
+        letter = dead_letter(
+            fact.key, body, delivery["routing_key"], delivery["message_id"], code, reason
+        )
         work.letters[letter.message_id] = letter
+        return Fact(fact.type, {**fact.data, "dead_letter": delivery}, fact.key)
 
     def _decide(
         self, message: Inbound, stream: str, state: Round, event: FeedEvent, work: Decided
@@ -285,13 +292,13 @@ class Settler:
         if facts:
             _tick(state, time.time())
         for index, fact in enumerate(facts):
+            if fact.type == REJECTED and self.dead_letters:
+                fact = self._dead_letter_rejected(fact, message if index == 0 else None, work)
             work.add(stream, fact)
             if fact.type in (SETTLED, VOIDED):
                 for key, moved in self.meters.movements(fact, work.meters, work.versions):
                     work.add(key, moved)
                 self._record_results(fact, work)
-            elif fact.type == REJECTED and self.dead_letters:
-                self._dead_letter_rejected(fact, message if index == 0 else None, work)
         if not facts:
             kind = str(event.event_type)
             ids = (event.event_id, event.table_id, event.round_id, kind)
@@ -407,11 +414,15 @@ def _handled_fact(fact: Fact, ref: int = 0) -> Handled:
     )
 
 
-def _raw_rejection(body: bytes, code: str, reason: str, event_id: str | None) -> Fact:
+def _raw_rejection(
+    body: bytes, code: str, reason: str, event_id: str | None, delivery: Delivery | None
+) -> Fact:
     """The fact keeping a refused message: its text, keyed by code and digest.
 
     Bytes that are not UTF-8 are kept as U+FFFD. A message over ``MAX_KEPT_BYTES`` is kept
-    cut, with its ``size`` and ``sha256`` naming the original.
+    cut, with its ``size`` and ``sha256`` naming the original. With the ``delivery`` its
+    dead letter carries (live), the fact records it and is keyed by it too: the same bytes
+    delivered twice are two rejections, each with its dead letter; redelivered, one.
     """
     digest = hashlib.sha256(body).hexdigest()
     data: dict[str, Any] = {
@@ -422,4 +433,12 @@ def _raw_rejection(body: bytes, code: str, reason: str, event_id: str | None) ->
     }
     if len(body) > MAX_KEPT_BYTES:
         data |= {"size": len(body), "sha256": digest}
-    return Fact(REJECTED, data, f"{code}:{digest}")
+    if delivery is None:
+        return Fact(REJECTED, data, f"{code}:{digest}")
+    where = f"{delivery['routing_key']}\x00{delivery['message_id'] or ''}".encode()
+    place = hashlib.sha256(where).hexdigest()[:16]
+    return Fact(REJECTED, data | {"dead_letter": delivery}, f"{code}:{place}:{digest}")
+
+
+def _delivery(message: Inbound) -> Delivery:
+    return {"routing_key": message.routing_key, "message_id": message.message_id}

@@ -613,7 +613,7 @@ async def test_forged_and_edited_dead_letters_are_refused_and_reported(
         kept["fact"], b'{"forged": "mallory"}', "t.bet.placed", "m9", kept["code"], kept["reason"]
     )
     statements = [
-        # a dead letter of a real rejection, carrying other bytes
+        # a dead letter of a real rejection, carrying other bytes (its own delivery is taken)
         "INSERT INTO outbox (message_id, position, exchange, routing_key, body, event_hash) "
         f"VALUES ('{forged.message_id}', {contract['position']}, '{forged.exchange}', "
         f"'{forged.routing_key}', '{canonical_json(forged.body)}', '{contract['event_hash']}')"
@@ -637,7 +637,7 @@ async def test_forged_and_edited_dead_letters_are_refused_and_reported(
     assert got[contract_id].raw == b'{"event_type": "bet.placed"}'
     code, out = await scene.cli_verify(capsys)
     assert code == 1
-    assert f"message_id {forged.message_id}: its bytes are not the message rejected" in out
+    assert f"message_id {forged.message_id}: it carries another delivery than" in out
     if role == "owner":
         assert "outbox changed: seq" in out and f"message_id {rule_id}: it differs" in out
 
@@ -674,3 +674,49 @@ async def test_a_stalled_relay_lease_stops_relaying_visibly_until_it_is_ended(
     assert _bodies(got) == scene.expected
     code, out = await scene.cli_verify(capsys)
     assert code == 0, out
+
+
+@pytest.mark.parametrize("role", ["app", "owner"])
+async def test_a_second_dead_letter_of_a_real_rejection_is_refused_and_reported(
+    scene: Scene, role: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its bytes, code and reason are the real ones; only the delivery differs, and the
+    rejection records the delivery its one dead letter carries."""
+    letters = await _rejections_dead_lettered(scene)
+    statements, seconds = [], {}
+    for row in letters.values():
+        real = json.loads(row["body"])
+        raw = real["text"].encode()
+        second = dead_letter(real["fact"], raw, "t.elsewhere", "m99", real["code"], real["reason"])
+        seconds[second.message_id] = second
+        statements.append(
+            "INSERT INTO outbox (message_id, position, exchange, routing_key, body, event_hash) "
+            f"VALUES ('{second.message_id}', {row['position']}, '{second.exchange}', "
+            f"'{second.routing_key}', '{canonical_json(second.body)}', '{row['event_hash']}')"
+        )
+    await scene.attack(role, *statements)
+    bus, metrics = MemoryBus(), Metrics()
+    bus.subscribe("#", lambda message: None)
+    relay = OutboxRelay(scene.ledger, bus, metrics)
+    assert await relay.hold()
+    await relay.drain()
+    assert sorted(letter.message_id for letter in bus.dead_letters) == sorted(letters)
+    assert _refused(metrics) == 2
+    code, out = await scene.cli_verify(capsys)
+    assert code == 1
+    for message_id in seconds:
+        assert f"message_id {message_id}: it carries another delivery than the rejection" in out
+    assert out.count("  outbox changed: ") == 2
+
+
+async def test_a_deleted_dead_letter_is_reported_missing(
+    scene: Scene, capsys: pytest.CaptureFixture[str]
+) -> None:
+    letters = await _rejections_dead_lettered(scene)
+    victim = next(iter(letters))
+    fact = json.loads(letters[victim]["body"])["fact"]
+    await scene.attack("owner", f"DELETE FROM outbox WHERE message_id = '{victim}'")
+    code, out = await scene.cli_verify(capsys)
+    assert code == 1
+    assert f"outbox missing: dead letter of {fact}" in out
+    assert "calls for a dead letter, the outbox lacks it" in out

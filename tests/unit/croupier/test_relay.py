@@ -9,6 +9,7 @@ even when the process stops between the commit and the publish.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -123,16 +124,18 @@ async def test_a_rejection_is_dead_lettered_once_across_a_crash_before_publishin
     await relay.relay_once()
 
     assert {h.verdict for h in again.handled} == {"duplicate", "rejected"}
+    # A rule rejection's letter carries the feed contract's delivery of the event.
+    wrong_id = json.loads(bodies[5])["event_id"]
     letters = {m.amqp_message_id: m for m in bus.dead_letters}
-    assert sorted(letters) == ["m6", "torn-1"]
+    assert sorted(letters) == sorted([wrong_id, "torn-1"])
     assert len(bus.dead_letters) == 2
-    torn, wrong = letters["torn-1"], letters["m6"]
+    torn, wrong = letters["torn-1"], letters[wrong_id]
     assert torn.raw == b"{torn" and torn.routing_key == "t-dl.bet.placed"
     assert torn.headers is not None and torn.headers[CODE_HEADER] == "not_json"
     assert wrong.raw == bodies[5]
     assert wrong.headers is not None and wrong.headers[CODE_HEADER] == "wrong_wager_size"
     assert "exactly" in wrong.headers[REASON_HEADER]
-    assert wrong.headers[ORIGINAL_ROUTING_KEY] == "t.feed"
+    assert wrong.headers[ORIGINAL_ROUTING_KEY] == "t-dl.decision.made"
     assert counter(metrics, "croupier_dead_lettered_total", code="not_json") == 1
     assert counter(metrics, "croupier_dead_lettered_total", code="wrong_wager_size") == 1
     assert counter(metrics, "croupier_results_published_total") == 1

@@ -22,7 +22,7 @@ from croupier.console import (
     ledger_of,
     print_json,
 )
-from croupier.deadletters import letter_problem
+from croupier.deadletters import LETTERS
 from croupier.errors import ExitCode
 from croupier.ledger import Ledger, VerifyReport
 from croupier.ledger.signing import LedgerPublicKey, SigningKeyError
@@ -114,7 +114,7 @@ async def _verify(
                 public_key=key,
                 outbox_rule=outbox_rule,
                 unruled=(DEAD_LETTER_EXCHANGE,),
-                letter_rule=letter_problem,
+                letter_rule=LETTERS,
             )
         return report, await _audit(ledger, total)
 

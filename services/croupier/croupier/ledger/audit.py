@@ -6,7 +6,8 @@
   rule that says what each event puts in the outbox, be exactly one of those messages.
   A message the rule calls for that is not in the outbox is *missing* (suppressed). Rows
   on an ``unruled`` exchange (dead letters) are held to the ``letter_rule`` instead, if
-  given: it says why a row is not what its event calls for (nothing is *missing* there).
+  given: it says why a row is not what its event calls for, and which events call for
+  one (an event with none that passes is *missing* its letter).
 * Publish marks and markers: each mark must carry this key's signature over its message
   ids, and each marker must belong to such a mark that lists its message.
 * Set-aside rows: each must carry this key's signature over its message id and reason;
@@ -18,6 +19,7 @@
 from __future__ import annotations
 
 import json
+from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import Any, Final, NamedTuple
 
@@ -38,9 +40,22 @@ class Expected(NamedTuple):
 
 #: What an event (type, canonical data text) puts in the outbox.
 OutboxRule = Callable[[str, str], list[Expected]]
-#: Why an outbox row (message id, routing key, body) is not what the chained event calls
-#: for, or None.
-LetterRule = Callable[[ChainRow, str, str, Mapping[str, Any]], str | None]
+
+
+class LetterRule(ABC):
+    """What a chained event asks of the outbox rows on the ``unruled`` exchanges."""
+
+    @abstractmethod
+    def problem(
+        self, event: ChainRow, message_id: str, routing_key: str, letter: Mapping[str, Any]
+    ) -> str | None:
+        """Why an outbox row (message id, routing key, body) is not what ``event`` calls
+        for, or None."""
+
+    @abstractmethod
+    def wanted(self, event: ChainRow) -> bool:
+        """Whether ``event`` calls for such a row (one that is absent is *missing*)."""
+
 
 HeadPage = Callable[[int, int], Awaitable[list[HeadRow]]]
 MarkPage = Callable[[int, int], Awaitable[list[MarkRow]]]
@@ -107,13 +122,14 @@ class Audit:
 
     def _judge_event(self, event: ChainRow, rows: list[OutboxRow]) -> None:
         expected = {e.message_id: e for e in self.rule(event.type, event.data)} if self.rule else {}
+        lettered = False
         for row in rows:
             want = expected.pop(row.message_id, None)
             if row.event_hash != event.hash:
                 why = "names an event hash the chain does not hold here"
                 self._flag("outbox", "forged", row.position, _name(row), why)
             elif row.exchange in self.unruled:
-                self._judge_letter(event, row)
+                lettered = self._judge_letter(event, row) or lettered
             elif self.rule is None:
                 continue
             elif want is None:
@@ -126,17 +142,22 @@ class Audit:
             why = f"the {event.type} at this position reports it, the outbox lacks it"
             name = f"message_id {want.message_id}"
             self._flag("outbox", "missing", event.position, name, why)
+        if self.letter_rule and not lettered and self.letter_rule.wanted(event):
+            why = f"the {event.type} at this position calls for a dead letter, the outbox lacks it"
+            self._flag("outbox", "missing", event.position, f"dead letter of {event.key}", why)
 
-    def _judge_letter(self, event: ChainRow, row: OutboxRow) -> None:
+    def _judge_letter(self, event: ChainRow, row: OutboxRow) -> bool:
+        """Whether the row is the letter ``event`` calls for (else it is flagged)."""
         if self.letter_rule is None:
-            return
+            return True
         body = json.loads(row.body)
-        problem = self.letter_rule(event, row.message_id, row.routing_key, body)
+        problem = self.letter_rule.problem(event, row.message_id, row.routing_key, body)
         if problem is not None:
             names = isinstance(body, dict) and body.get("fact") == event.key
             self._flag(
                 "outbox", "changed" if names else "forged", row.position, _name(row), problem
             )
+        return problem is None
 
     async def marks(self, marks: MarkPage, markers: MarkerPage, size: int) -> None:
         """Flag marks this key did not sign and markers no valid mark lists."""
