@@ -208,6 +208,9 @@ async def test_sigkills_before_the_first_commit_park_nothing(
     with serve_process(postgres_database, amqp_vhost, log) as survivor:
         await survivor.ready()
         await wallet.wait_for(expected_results(tables), timeout=120)
+        # Once it has committed, it consumes under the full prefetch (batches of up to
+        # --max-batch, not INITIAL_PREFETCH: a steady feed would outrun it).
+        assert await _prefetches(amqp_vhost) == [2000]
         await eventually(
             lambda: _settled_all(postgres_database, len(tables)), 60, "every round closed"
         )
@@ -262,6 +265,23 @@ async def _queue_stats(url: str) -> dict[str, dict[str, int]]:
         if len(parts) == 3:
             stats[parts[0]] = {"messages": int(parts[1]), "unacked": int(parts[2])}
     return stats
+
+
+async def _prefetches(url: str) -> list[int]:
+    """The prefetch of each consumer of the feed queue."""
+    vhost = unquote(urlsplit(url).path.lstrip("/")) or "/"
+    out = await asyncio.to_thread(
+        rabbitmqctl,
+        "list_consumers",
+        "-p",
+        vhost,
+        "queue_name",
+        "prefetch_count",
+        "--no-table-headers",
+        "--quiet",
+    )
+    rows = (row.split() for row in out.splitlines())
+    return [int(row[1]) for row in rows if len(row) == 2 and row[0] == FEED_QUEUE]
 
 
 async def _unacked(url: str) -> int:

@@ -142,7 +142,23 @@ class AmqpBus(Bus):
             return
         self._widened = True  # aio-pika restores this prefetch when it reopens the channel
         await self._consume_channel.set_qos(prefetch_count=self.prefetch)
+        await self._consume_anew()
         log.info("first commit: full prefetch", prefetch=self.prefetch)
+
+    async def _consume_anew(self) -> None:
+        """Replace the feed consumer by one under the channel's prefetch as it is now: the
+        broker applies a prefetch to consumers that start after it, not to one consuming.
+        The new consumer starts before the old one is cancelled, so a lone instance stays
+        the active consumer; deliveries in hand are acknowledged on the channel as before.
+        """
+        async with self._subscribing:
+            if not self._consuming or self._consumer is None:
+                return
+            channel, old = self._consumer
+            ok = await channel.basic_consume(FEED_QUEUE, self._receive, no_ack=False)
+            assert ok.consumer_tag is not None
+            self._consumer = (channel, ok.consumer_tag)
+            await channel.basic_cancel(old)
 
     async def stop_consuming(self) -> None:
         self._consuming = False
