@@ -26,7 +26,14 @@ from croupier.bus import Outgoing
 from croupier.bus.memory import MemoryBus
 from croupier.cli import main
 from croupier.deadletters import dead_letter
-from croupier.ledger import HeadNotSigned, Ledger, SchemaBehind, VerifyReport, open_ledger
+from croupier.ledger import (
+    HeadNotSigned,
+    Ledger,
+    OutboxMessage,
+    SchemaBehind,
+    VerifyReport,
+    open_ledger,
+)
 from croupier.ledger.chain import GENESIS_HASH, format_timestamp, row_hash
 from croupier.ledger.signing import PUBLIC_KEY_FILE, LedgerKey
 from croupier.metrics import Metrics
@@ -602,6 +609,16 @@ async def _rejections_dead_lettered(scene: Scene) -> dict[str, Any]:
     return {row["message_id"]: row for row in rows}
 
 
+def _inserted_letter(letter: OutboxMessage, beside: Any) -> str:
+    """The INSERT of ``letter`` into the outbox, at the event the real dead letter
+    ``beside`` names."""
+    return (
+        "INSERT INTO outbox (message_id, position, exchange, routing_key, body, event_hash) "
+        f"VALUES ('{letter.message_id}', {beside['position']}, '{letter.exchange}', "
+        f"'{letter.routing_key}', '{canonical_json(letter.body)}', '{beside['event_hash']}')"
+    )
+
+
 @pytest.mark.parametrize("role", ["app", "owner"])
 async def test_forged_and_edited_dead_letters_are_refused_and_reported(
     scene: Scene, role: str, capsys: pytest.CaptureFixture[str]
@@ -614,9 +631,7 @@ async def test_forged_and_edited_dead_letters_are_refused_and_reported(
     )
     statements = [
         # a dead letter of a real rejection, carrying other bytes (its own delivery is taken)
-        "INSERT INTO outbox (message_id, position, exchange, routing_key, body, event_hash) "
-        f"VALUES ('{forged.message_id}', {contract['position']}, '{forged.exchange}', "
-        f"'{forged.routing_key}', '{canonical_json(forged.body)}', '{contract['event_hash']}')"
+        _inserted_letter(forged, contract)
     ]
     if role == "owner":  # a real one edited: another reason, other bytes
         edited = {**json.loads(rule["body"]), "reason": "fine", "text": '{"forged":1}'}
@@ -689,11 +704,7 @@ async def test_a_second_dead_letter_of_a_real_rejection_is_refused_and_reported(
         raw = real["text"].encode()
         second = dead_letter(real["fact"], raw, "t.elsewhere", "m99", real["code"], real["reason"])
         seconds[second.message_id] = second
-        statements.append(
-            "INSERT INTO outbox (message_id, position, exchange, routing_key, body, event_hash) "
-            f"VALUES ('{second.message_id}', {row['position']}, '{second.exchange}', "
-            f"'{second.routing_key}', '{canonical_json(second.body)}', '{row['event_hash']}')"
-        )
+        statements.append(_inserted_letter(second, row))
     await scene.attack(role, *statements)
     bus, metrics = MemoryBus(), Metrics()
     bus.subscribe("#", lambda message: None)

@@ -246,42 +246,23 @@ async def test_a_port_in_use_exits_before_taking_a_delivery(
     assert await _redelivered(amqp_vhost) == 0  # never subscribed: no delivery was burnt
 
 
-async def _queue_stats(url: str) -> dict[str, dict[str, int]]:
+async def _listed(url: str, what: str, *columns: str) -> list[list[str]]:
+    """``rabbitmqctl list_<what>`` of the URL's vhost: the rows with every column."""
     vhost = unquote(urlsplit(url).path.lstrip("/")) or "/"
-    out = await asyncio.to_thread(
-        rabbitmqctl,
-        "list_queues",
-        "-p",
-        vhost,
-        "name",
-        "messages",
-        "messages_unacknowledged",
-        "--no-table-headers",
-        "--quiet",
-    )
-    stats: dict[str, dict[str, int]] = {}
-    for row in out.splitlines():
-        parts = row.split()
-        if len(parts) == 3:
-            stats[parts[0]] = {"messages": int(parts[1]), "unacked": int(parts[2])}
-    return stats
+    args = (f"list_{what}", "-p", vhost, *columns, "--no-table-headers", "--quiet")
+    out = await asyncio.to_thread(rabbitmqctl, *args)
+    return [row.split() for row in out.splitlines() if len(row.split()) == len(columns)]
+
+
+async def _queue_stats(url: str) -> dict[str, dict[str, int]]:
+    rows = await _listed(url, "queues", "name", "messages", "messages_unacknowledged")
+    return {name: {"messages": int(n), "unacked": int(unacked)} for name, n, unacked in rows}
 
 
 async def _prefetches(url: str) -> list[int]:
     """The prefetch of each consumer of the feed queue."""
-    vhost = unquote(urlsplit(url).path.lstrip("/")) or "/"
-    out = await asyncio.to_thread(
-        rabbitmqctl,
-        "list_consumers",
-        "-p",
-        vhost,
-        "queue_name",
-        "prefetch_count",
-        "--no-table-headers",
-        "--quiet",
-    )
-    rows = (row.split() for row in out.splitlines())
-    return [int(row[1]) for row in rows if len(row) == 2 and row[0] == FEED_QUEUE]
+    rows = await _listed(url, "consumers", "queue_name", "prefetch_count")
+    return [int(prefetch) for queue, prefetch in rows if queue == FEED_QUEUE]
 
 
 async def _unacked(url: str) -> int:
