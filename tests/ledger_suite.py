@@ -142,6 +142,12 @@ class LedgerSuite:
         assert await ledger.append([]) == []
         assert await ledger.last_position() == 0
 
+    async def test_writable_takes_the_append_lock_and_writes_nothing(self, ledger: Ledger) -> None:
+        await ledger.writable()
+        await ledger.append([append("s", 0, 1)])
+        await ledger.writable()
+        assert await ledger.last_position() == 1
+
     # -- optimistic concurrency -----------------------------------------------------
 
     async def test_expected_version_must_match(self, ledger: Ledger) -> None:

@@ -165,7 +165,6 @@ class FeedConsumer:
         report = await self._settle(batch)
         self.on_commit()  # the relay publishes results and dead letters now
         await self.source.finish_batch(batch)
-        await self.source.committed()
         self._observe(report, len(batch), time.perf_counter() - started)
 
     async def _settle(self, batch: Sequence[Delivery]) -> BatchReport:

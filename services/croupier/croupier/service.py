@@ -18,7 +18,7 @@ import structlog
 from croupier.bus import Bus
 from croupier.consumer import DEFAULT_HELD_TIMEOUT, DEFAULT_ROUND_TIMEOUT, FeedConsumer
 from croupier.deadletters import record_parked
-from croupier.ledger import Ledger
+from croupier.ledger import Ledger, LedgerUnavailable
 from croupier.metrics import Metrics
 from croupier.relay import DEFAULT_LEASE_SECONDS, OutboxRelay
 from croupier.runtime import fewer_collections
@@ -79,14 +79,16 @@ class Service:
             asyncio.create_task(self.consumer.run(), name="feed-consumer"),
             asyncio.create_task(self._watch_readiness(), name="readiness"),
             asyncio.create_task(self._record_dead_letters(), name="dead-letter-recorder"),
+            asyncio.create_task(self._widen_once_writable(), name="widen"),
         ]
         log.info("croupier serving", http_port=self.http_port)
 
     async def stop(self) -> None:
         """Graceful stop: the batch in hand is committed and acknowledged first."""
-        relay, consumer, watch, recorder = self._tasks
+        relay, consumer, watch, recorder, widen = self._tasks
         watch.cancel()
         recorder.cancel()
+        widen.cancel()
         self.metrics.ready.set(0)
         await self.bus.stop_consuming()
         self.consumer.stop()
@@ -116,6 +118,21 @@ class Service:
         }
         self.metrics.ready.set(all(checks.values()))
         return checks
+
+    async def _widen_once_writable(self) -> None:
+        """Take the full prefetch once the ledger's append lock has been granted: until
+        then a crash loop holds (and burns delivery attempts of) a few messages only."""
+        delay = 0.1
+        while True:
+            try:
+                await self.ledger.writable()
+            except LedgerUnavailable as error:
+                log.warning("cannot append yet; consuming a few at a time", error=str(error))
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+                continue
+            await self.bus.widen()
+            return
 
     async def _record_dead_letters(self) -> None:
         """Keep in the ledger what the broker dead-letters (delivery limit, expiry, ...)."""

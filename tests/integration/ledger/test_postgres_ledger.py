@@ -12,9 +12,9 @@ import asyncpg
 import pytest
 from ledger_suite import LedgerSuite, append, message, read_everything
 
-from croupier.ledger import Ledger, open_ledger
+from croupier.ledger import Ledger, LedgerUnavailable, open_ledger
 from croupier.ledger.batch import Plan
-from croupier.ledger.postgres import PostgresLedger
+from croupier.ledger.postgres import APPEND_LOCK, PostgresLedger
 
 if TYPE_CHECKING:
     from croupier.ledger.postgres import Conn
@@ -101,6 +101,22 @@ class HeldAppend(PostgresLedger):
         await super()._write(conn, plan)
         self.written.set()
         await self.release.wait()
+
+
+async def test_writable_fails_while_another_process_holds_the_append_lock(
+    postgres_database: str,
+) -> None:
+    blocker = await asyncpg.connect(postgres_database)
+    try:
+        await blocker.execute("SELECT pg_advisory_lock($1)", APPEND_LOCK)
+        async with open_ledger(f"{postgres_database}?lock_timeout=200ms") as ledger:
+            await ledger.migrate()
+            with pytest.raises(LedgerUnavailable):
+                await ledger.writable()
+            await blocker.execute("SELECT pg_advisory_unlock($1)", APPEND_LOCK)
+            await ledger.writable()
+    finally:
+        await blocker.close()
 
 
 async def test_reader_never_skips_an_event_that_commits_late(postgres_database: str) -> None:

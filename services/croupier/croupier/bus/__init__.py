@@ -34,9 +34,10 @@ SETTLEMENTS_EXCHANGE: Final = "croupier.settlements"
 #: Deliveries of one message before the broker dead-letters it. Well above a crash loop's
 #: usual length, since each crash returns every message in hand (see INITIAL_PREFETCH).
 DELIVERY_LIMIT: Final = 20
-#: Deliveries in hand until the first commit succeeds; then the full prefetch. A process
-#: that crashes before it can commit anything (bad configuration, a port in use, an OOM
-#: kill) burns delivery attempts of this many messages only.
+#: Deliveries in hand until the service has shown it can append (the ledger's append lock
+#: taken and released); then the full prefetch. A process that crashes before it can
+#: append (bad configuration, the lock held elsewhere, a port in use) burns delivery
+#: attempts of this many messages only.
 INITIAL_PREFETCH: Final = 10
 REASON_HEADER: Final = "x-croupier-reason"
 CODE_HEADER: Final = "x-croupier-code"
@@ -182,8 +183,9 @@ class FeedSource(ABC):
         to the outbox, and the relay publishes them like results.
         """
 
-    async def committed(self) -> None:  # noqa: B027 (optional: most sources need nothing)
-        """A batch was committed and acknowledged (the first one widens the prefetch)."""
+    async def widen(self) -> None:  # noqa: B027 (optional: most sources need nothing)
+        """The service has shown it can append: take deliveries at the full prefetch (a
+        source holds ``INITIAL_PREFETCH`` until then)."""
 
     async def next_parked(self, max_messages: int) -> list[Parked]:
         """Copies of dead letters to record, at least one (none ever, by default)."""

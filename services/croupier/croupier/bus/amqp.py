@@ -137,20 +137,22 @@ class AmqpBus(Bus):
     def attached(self) -> bool:
         return self.connected and self._consumer is not None and not self._consumer[0].is_closed
 
-    async def committed(self) -> None:
+    async def widen(self) -> None:
         if self._widened or self._consume_channel is None:
             return
         self._widened = True  # aio-pika restores this prefetch when it reopens the channel
         await self._consume_channel.set_qos(prefetch_count=self.prefetch)
         await self._consume_anew()
-        log.info("first commit: full prefetch", prefetch=self.prefetch)
+        log.info("can append: full prefetch", prefetch=self.prefetch)
 
     async def _consume_anew(self) -> None:
         """Replace the feed consumer by one under the channel's prefetch as it is now: the
         broker applies a prefetch to consumers that start after it, not to one consuming.
-        The new consumer starts before the old one is cancelled, so a lone instance stays
-        the active consumer; deliveries in hand are acknowledged on the channel as before.
-        """
+        The new consumer starts before the old one is cancelled. The queue has a single
+        active consumer: a standby stays behind the active one, and a lone instance stays
+        active; only an active instance with others waiting would hand over, which is
+        why this runs once, at start, before traffic (``CroupierService.start``).
+        Deliveries in hand are acknowledged on the channel as before."""
         async with self._subscribing:
             if not self._consuming or self._consumer is None:
                 return

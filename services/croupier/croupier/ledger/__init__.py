@@ -396,6 +396,13 @@ class Ledger(ABC):
     async def last_position(self) -> int:
         """The highest committed position (0 when empty)."""
 
+    @abstractmethod
+    async def writable(self) -> None:
+        """Return once this process could append now: the append lock taken and released.
+
+        Raises ``LedgerUnavailable`` when the lock is not granted within the lock timeout
+        (another process holds it) or the database cannot be reached."""
+
     async def pending_outbox(self, limit: int = 100) -> list[PendingMessage]:
         """Up to ``limit`` unpublished messages, oldest first (set-aside ones left out).
 

@@ -285,6 +285,11 @@ class PostgresLedger(Ledger):
         return int(value or 0)
 
     @_reaching
+    async def writable(self) -> None:
+        async with (await self.pool()).acquire() as conn, conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", APPEND_LOCK)
+
+    @_reaching
     async def last_position(self) -> int:
         value = await (await self.pool()).fetchval("SELECT max(position) FROM events")
         return int(value or 0)

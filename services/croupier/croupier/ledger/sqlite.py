@@ -158,6 +158,9 @@ class SqliteLedger(Ledger):
         rows = await self._read("SELECT MAX(version) FROM events WHERE stream = ?", (stream,))
         return int(rows[0][0] or 0)
 
+    async def writable(self) -> None:
+        await self._writer.run(_take_write_lock)
+
     async def last_position(self) -> int:
         rows = await self._read("SELECT MAX(position) FROM events", ())
         return int(rows[0][0] or 0)
@@ -473,3 +476,8 @@ def _mark_published(conn: sqlite3.Connection, ids: list[str], trust: Trust) -> N
         raise
     if mark is not None:
         trust.remember_mark(mark, known)
+
+
+def _take_write_lock(conn: sqlite3.Connection) -> None:
+    conn.execute("BEGIN IMMEDIATE")
+    conn.execute("ROLLBACK")
