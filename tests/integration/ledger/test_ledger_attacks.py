@@ -69,13 +69,18 @@ class Scene:
 
     async def relay(self) -> tuple[dict[str, Outgoing], Metrics]:
         """Relay the whole outbox as the service does; what a wallet received, by id."""
-        bus, metrics = MemoryBus(), Metrics()
+        bus = MemoryBus()
         got: dict[str, Outgoing] = {}
         bus.subscribe("#", lambda message: got.__setitem__(message.message_id, message))
+        return got, await self.relay_onto(bus)
+
+    async def relay_onto(self, bus: MemoryBus) -> Metrics:
+        """Relay the whole outbox onto ``bus`` as the service does; the relay's metrics."""
+        metrics = Metrics()
         relay = OutboxRelay(self.ledger, bus, metrics)
         assert await relay.hold()  # the one publisher of this outbox
         await relay.drain()
-        return got, metrics
+        return metrics
 
     async def settled(self) -> list[asyncpg.Record]:
         return await self.owner(
@@ -639,11 +644,9 @@ async def test_forged_and_edited_dead_letters_are_refused_and_reported(
             f"UPDATE outbox SET body = '{canonical_json(edited)}' WHERE message_id = '{rule_id}'"
         )
     await scene.attack(role, *statements)
-    bus, metrics = MemoryBus(), Metrics()
+    bus = MemoryBus()
     bus.subscribe("#", lambda message: None)
-    relay = OutboxRelay(scene.ledger, bus, metrics)
-    assert await relay.hold()
-    await relay.drain()
+    metrics = await scene.relay_onto(bus)
     got = {letter.message_id: letter for letter in bus.dead_letters}
     lying = {forged.message_id} | ({rule_id} if role == "owner" else set())
     assert forged.message_id not in got
@@ -706,11 +709,9 @@ async def test_a_second_dead_letter_of_a_real_rejection_is_refused_and_reported(
         seconds[second.message_id] = second
         statements.append(_inserted_letter(second, row))
     await scene.attack(role, *statements)
-    bus, metrics = MemoryBus(), Metrics()
+    bus = MemoryBus()
     bus.subscribe("#", lambda message: None)
-    relay = OutboxRelay(scene.ledger, bus, metrics)
-    assert await relay.hold()
-    await relay.drain()
+    metrics = await scene.relay_onto(bus)
     assert sorted(letter.message_id for letter in bus.dead_letters) == sorted(letters)
     assert _refused(metrics) == 2
     code, out = await scene.cli_verify(capsys)
