@@ -19,9 +19,11 @@ Rows:
   exceeds 2 (nominal 4.55%) and 3 (nominal 0.27%), per strategy and seating (single box,
   50-player shared hand).
 - ``boxes``: several boxes of one round share the board and the dealer. Through the real
-  path (rules core and :class:`holdem.integrity.terms.Calculator`), fair 5-box rounds: the
-  sum of squared play residuals over the sum of stated variances (1: exact; below 1: the
-  stated variance is on the safe side, Texas Hold'em Plus's bound).
+  path (rules core and :class:`holdem.integrity.terms.Calculator`), fair rounds of one
+  player per box: 5-box rounds' sum of squared play residuals over the sum of stated
+  variances (1: exact), and the no-fault alarm rates of 7-box tables of both games and of a
+  lone Texas Hold'em Plus box, per strategy (Texas Hold'em Plus best play: the action of
+  greatest exact EV at each stage).
 - ``day``: the throughput of recomputing a day (190,000 rounds) through the real path
   (settled facts -> :func:`croupier.integrity.settled_terms`), see :func:`run_day`.
 
@@ -42,12 +44,12 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from holdem import PayTable, load_paytable
+from holdem import Action, Deal, Decision, PayTable, Spot, Stage, Wager, load_paytable, settle
 from holdem.evaluator import evaluate_batch
 from holdem.integrity import tables
 from holdem.integrity.constants import load_constants
-from holdem.integrity.terms import Terms
-from holdem.odds.combos import canonical_flops, pair_index
+from holdem.integrity.terms import Calculator, Terms, calculator
+from holdem.odds.combos import canonical_flops, hole_class, pair_index
 from holdem.odds.par import load_par
 from holdem.odds.situation import (
     CH_COMPLETIONS,
@@ -55,6 +57,7 @@ from holdem.odds.situation import (
     category_of_strength,
     qualifying_strength,
 )
+from holdem.paytable import Game
 from studio.gamefaults import ONE_POINT
 
 TABLE = load_paytable("casino-holdem/classic")
@@ -434,8 +437,6 @@ def _real_round(
     Returns its terms and the naive drift's deviation and variance: main-game net against
     the PAR sheet's best-play EV per ante, every ante an independent sample.
     """
-    from holdem import Action, Deal, Decision, Spot, Stage, Wager, settle
-    from holdem.integrity.terms import calculator
 
     calc = calculator(table)
     ch = table.game.value == "casino_holdem"
@@ -447,16 +448,18 @@ def _real_round(
     for b in range(boxes):
         ante = f"a{b}"
         wagers.append(Wager(ante, f"p{b}", str(b), Spot.ANTE, 100))
+        flop_bet = 0
         for stage in stages:
-            if stage in (Stage.FLOP, Stage.PREFLOP) and (ch or stage is Stage.PREFLOP):
-                if strategy == "best play":
-                    call = _ch_call_ev(calc.multipliers, holes[str(b)], deal.board) > -1.0
-                else:
-                    call = strategy == "always call" or rng.random() < 0.5
+            if strategy == "best play":
+                action = _best_action(calc, stage, holes[str(b)], deal.board, flop_bet)
+            elif stage is stages[0]:
+                call = strategy == "always call" or rng.random() < 0.5
                 action = Action.CALL if call else Action.FOLD
             else:
                 options = (Action.BET,) if strategy == "always call" else tuple(Action)[1:]
                 action = options[int(rng.integers(len(options)))]
+            if stage is Stage.FLOP:
+                flop_bet = int(action is Action.BET)
             bet = f"{stage}{b}" if action in (Action.CALL, Action.BET) else None
             amount = (200 if action is Action.CALL else 100) if bet else None
             decisions.append(Decision(ante, stage, action, bet, amount))
@@ -471,11 +474,24 @@ def _real_round(
     return calc.round(deal, results, decisions), naive[0], naive[1]
 
 
-def _ch_call_ev(
-    multipliers: tuple[int, ...], hole: tuple[int, int], board: tuple[int, ...]
-) -> float:
+def _best_action(
+    calc: Calculator, stage: Stage, hole: tuple[int, int], board: tuple[int, ...], flop_bet: int
+) -> Action:
+    """The action of greatest exact EV given the cards seen at ``stage``."""
     where = tables.place(hole, board[:3])
-    return float(tables.ch_flop_table(multipliers, where.flop).ev[where.row]) / CH_COMPLETIONS
+    if calc.table.game is Game.CASINO_HOLDEM:
+        ev = float(tables.ch_flop_table(calc.multipliers, where.flop).ev[where.row])
+        return Action.CALL if ev / CH_COMPLETIONS > -1.0 else Action.FOLD
+    if stage is Stage.PREFLOP:
+        preflop = load_par(calc.table).preflop_ev[hole_class(hole[0], hole[1])]
+        return Action.CALL if preflop > -1 else Action.FOLD
+    turn = tables.turn_index(where, hole, board[3])
+    s = tables.thp_situation(calc.multipliers, where.flop, where.row, turn)
+    if stage is Stage.FLOP:
+        numerators = s.flop
+    else:
+        numerators = tables.turn_numerators(s.won, s.lost, s.paid, flop_bet)
+    return (Action.CHECK, Action.FOLD, Action.BET)[int(np.argmax(numerators))]
 
 
 REAL_SEEDS: Final = int(os.environ.get("BENCH_REAL_SEEDS", "100"))
@@ -506,25 +522,41 @@ def real_alarm_rates(
     }
 
 
+#: Tables through the real path: (pay table, boxes, strategy). A lone Texas Hold'em Plus box
+#: beside its 7-box tables: the numpy rows above are Casino Hold'em's only.
+REAL_CASES: Final = tuple(
+    (paytable, boxes, strategy)
+    for paytable, seatings in (
+        ("casino-holdem/classic", (7,)),
+        ("texas-holdem-plus/standard", (1, 7)),
+    )
+    for boxes in seatings
+    for strategy in ("best play", "always call", "random")
+)
+
+
 def seven_boxes(echo: Callable[[str], None] = print) -> None:
-    """No-fault alarm rates of 7-box tables through the real path (see real_alarm_rates)."""
+    """No-fault alarm rates through the real path (see real_alarm_rates): 7-box tables of
+    both games, and a lone Texas Hold'em Plus box. ``BENCH_REAL_PAYTABLES`` (comma-separated
+    pay table ids) keeps the cases of those pay tables only, to run parts side by side."""
     seeds, rounds = REAL_SEEDS, REAL_ROUNDS
+    only = {p for p in os.environ.get("BENCH_REAL_PAYTABLES", "").split(",") if p}
     se = sqrt(0.0455 * 0.9545 / seeds)
     echo(
-        f"no fault, 7 boxes through the real path (settle + Calculator): share of {seeds} seeds "
+        f"no fault, through the real path (settle + Calculator): share of {seeds} seeds "
         f"with |z| > 2 / > 3 after {rounds} rounds (nominal 4.55% +- {se:.2%} / 0.27%)"
     )
-    cases = [
-        ("casino-holdem/classic", "best play"),
-        ("casino-holdem/classic", "always call"),
-        ("casino-holdem/classic", "random"),
-        ("texas-holdem-plus/standard", "always call"),
-        ("texas-holdem-plus/standard", "random"),
-    ]
-    for paytable, strategy in cases:
-        rates = real_alarm_rates(paytable, 7, strategy, seeds, rounds)
+    for paytable, boxes, strategy in REAL_CASES:
+        if only and paytable not in only:
+            continue
+        started = time.perf_counter()
+        rates = real_alarm_rates(paytable, boxes, strategy, seeds, rounds)
         cells = " | ".join(f"{name} {r2:6.2%} {r3:6.2%}" for name, (r2, r3) in rates.items())
-        echo(f"  {paytable:<28} {strategy:<12} {cells}")
+        spent = time.perf_counter() - started
+        echo(
+            f"  {paytable:<28} {boxes} box{'es' if boxes > 1 else '  '} {strategy:<12} {cells}"
+            f"   ({spent:.0f} s)"
+        )
 
 
 # --- the day: recomputing 190,000 rounds through the real path ----------------------------
@@ -550,7 +582,6 @@ def day_facts(rounds: int = DAY_ROUNDS, seed: int = 3) -> tuple[list[bytes], flo
     import json
     import random
 
-    from holdem import settle
     from studio.config import StudioConfig, parse_table_specs
     from studio.table import StudioTable
 
@@ -606,7 +637,6 @@ def _text(cards: tuple[int, ...]) -> str:
 
 def _read_draft(steps: list) -> tuple:  # type: ignore[type-arg]
     from contract.feed import EventType
-    from holdem import Action, Deal, Decision, Spot, Stage, Wager
     from holdem.cards import parse_card
 
     wagers, decisions, folds = [], [], {}
