@@ -49,10 +49,12 @@ from holdem.evaluator import evaluate_batch
 from holdem.integrity import tables
 from holdem.integrity.constants import load_constants
 from holdem.integrity.terms import Calculator, Terms, calculator
-from holdem.odds.combos import canonical_flops, hole_class, pair_index
-from holdem.odds.par import load_par
+from holdem.odds.combos import canonical_flops, hole_class, pair_index, pairs
+from holdem.odds.par import ParSheet, load_par
 from holdem.odds.situation import (
     CH_COMPLETIONS,
+    THP_TURN_COMPLETIONS,
+    THP_TURNS,
     ante_multipliers,
     category_of_strength,
     qualifying_strength,
@@ -374,7 +376,7 @@ def run(
     box_rows(echo)
     echo(f"({time.perf_counter() - started:.0f} s)")
     completion_race(echo=echo)
-    seven_boxes(echo)
+    real_path_rates(echo)
     run_day(echo)
 
 
@@ -439,7 +441,7 @@ def _real_round(
     """
 
     calc = calculator(table)
-    ch = table.game.value == "casino_holdem"
+    ch = table.game is Game.CASINO_HOLDEM
     stages = (Stage.FLOP,) if ch else (Stage.PREFLOP, Stage.FLOP, Stage.TURN)
     cards = rng.permutation(52)[: 2 * boxes + 7].tolist()
     holes = {str(b): (cards[2 * b], cards[2 * b + 1]) for b in range(boxes)}
@@ -468,10 +470,16 @@ def _real_round(
     results = settle(table, deal, wagers, decisions).results
     main = (Spot.ANTE, Spot.CALL, Spot.FLOP_BET, Spot.TURN_BET)
     net = sum(r.returned - r.stake for r in results if r.spot in main)
-    base = load_par(table).base
+    base = _par(table.id, table.version).base
     antes = [w.amount for w in wagers]
     naive = net - float(base.ev()) * sum(antes), float(base.variance()) * sum(a * a for a in antes)
     return calc.round(deal, results, decisions), naive[0], naive[1]
+
+
+@cache
+def _par(paytable_id: str, version: int) -> ParSheet:
+    """A pay table's stored PAR sheet, parsed once (``load_par`` reads and parses its file)."""
+    return load_par(load_paytable(paytable_id, version))
 
 
 def _best_action(
@@ -483,7 +491,7 @@ def _best_action(
         ev = float(tables.ch_flop_table(calc.multipliers, where.flop).ev[where.row])
         return Action.CALL if ev / CH_COMPLETIONS > -1.0 else Action.FOLD
     if stage is Stage.PREFLOP:
-        preflop = load_par(calc.table).preflop_ev[hole_class(hole[0], hole[1])]
+        preflop = _par(calc.table.id, calc.table.version).preflop_ev[hole_class(*hole)]
         return Action.CALL if preflop > -1 else Action.FOLD
     turn = tables.turn_index(where, hole, board[3])
     s = tables.thp_situation(calc.multipliers, where.flop, where.row, turn)
@@ -522,6 +530,50 @@ def real_alarm_rates(
     }
 
 
+def box_correlation(paytable: str) -> tuple[float, float]:
+    """Two boxes dealt on one flop: their ante deal values' correlation, and the true over
+    the stated deal variance of a 7-box table, which adds boxes as independent terms.
+
+    Over every canonical flop (weighted by its orbit) and every ordered pair of disjoint
+    holes on it, from the stored flop tables (built first when missing).
+    """
+    table = load_paytable(paytable)
+    multipliers = ante_multipliers(table)
+    if table.game is Game.CASINO_HOLDEM:
+        tables.prepare(ch=[multipliers])
+    else:
+        tables.prepare(thp=[multipliers])
+    holes = np.asarray(pairs(49))
+    incidence = np.zeros((len(holes), 49))
+    incidence[np.arange(len(holes)), holes[:, 0]] = 1
+    incidence[np.arange(len(holes)), holes[:, 1]] = 1
+    disjoint = (incidence @ incidence.T == 0).astype(np.float64)
+    others = int(disjoint[0].sum())  # holes disjoint from one hole: C(47, 2)
+    first = second = cross = 0.0
+    weights = 0
+    for flop, weight in canonical_flops():
+        value = _ante_values(table, multipliers, flop)
+        first += weight * value.sum()
+        second += weight * (value @ value)
+        cross += weight * (value @ disjoint @ value)
+        weights += weight
+    situations = weights * len(holes)
+    mean = first / situations
+    variance = second / situations - mean * mean
+    covariance = cross / (situations * others) - mean * mean
+    return float(covariance / variance), float(1 + 6 * covariance / variance)
+
+
+def _ante_values(table: PayTable, multipliers: tuple[int, ...], flop: tuple[int, ...]) -> F64:
+    """Every hole's ante deal value on a canonical flop, per ante (the Calculator's)."""
+    if table.game is Game.CASINO_HOLDEM:
+        ev = tables.ch_flop_table(multipliers, flop).ev.astype(np.float64) / CH_COMPLETIONS
+        return np.maximum(ev, -1.0)
+    stored = tables._THP_STORED[multipliers]
+    numerators = stored.arrays["flop"][stored.index[flop]].astype(np.float64)
+    return numerators.max(axis=1) / (THP_TURNS * THP_TURN_COMPLETIONS)
+
+
 #: Tables through the real path: (pay table, boxes, strategy). A lone Texas Hold'em Plus box
 #: beside its 7-box tables: the numpy rows above are Casino Hold'em's only.
 REAL_CASES: Final = tuple(
@@ -535,7 +587,7 @@ REAL_CASES: Final = tuple(
 )
 
 
-def seven_boxes(echo: Callable[[str], None] = print) -> None:
+def real_path_rates(echo: Callable[[str], None] = print) -> None:
     """No-fault alarm rates through the real path (see real_alarm_rates): 7-box tables of
     both games, and a lone Texas Hold'em Plus box. ``BENCH_REAL_PAYTABLES`` (comma-separated
     pay table ids) keeps the cases of those pay tables only, to run parts side by side."""
@@ -546,6 +598,13 @@ def seven_boxes(echo: Callable[[str], None] = print) -> None:
         f"no fault, through the real path (settle + Calculator): share of {seeds} seeds "
         f"with |z| > 2 / > 3 after {rounds} rounds (nominal 4.55% +- {se:.2%} / 0.27%)"
     )
+    for paytable in dict.fromkeys(p for p, _, _ in REAL_CASES):
+        if not only or paytable in only:
+            rho, ratio = box_correlation(paytable)
+            echo(
+                f"  {paytable:<28} two boxes' ante deal values correlate {rho:+.2%}: a 7-box "
+                f"table's true deal variance is {ratio:.2f} of the stated one"
+            )
     for paytable, boxes, strategy in REAL_CASES:
         if only and paytable not in only:
             continue
@@ -726,7 +785,7 @@ if __name__ == "__main__":
     parts = {
         "completion": completion_race,
         "nofault": no_fault,
-        "boxes": seven_boxes,
+        "boxes": real_path_rates,
         "scale": box_rows,
         "day": run_day,
         "all": run,

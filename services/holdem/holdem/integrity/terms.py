@@ -38,9 +38,10 @@ negative, and so may a period's stated variance over a handful of rounds: the z-
 there. The deal values of boxes on one flop are added as independent terms, though card
 removal correlates them: -1.3% of the variance between two boxes in Casino Hold'em, -3.5%
 for the Texas Hold'em Plus ante. A 7-box Texas Hold'em Plus table's stated deal variance is
-so 1.26 times the true one, and its deal z-score is conservative (``bench.integrity boxes``:
-1.8% of fair runs beyond 2 against the nominal 4.55%); an exact cross-box covariance per
-pay table would make it nominal.
+so 1.26 times the true one, and its deal z-score is conservative (``bench.integrity boxes``
+computes the correlations from the stored tables, and measured 1.8% of fair runs beyond 2
+against the nominal 4.55%); an exact cross-box covariance per pay table would make it
+nominal.
 
 All amounts are minor units; terms are floats because expectations are fractions of a unit.
 """
