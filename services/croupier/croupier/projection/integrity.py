@@ -84,7 +84,7 @@ class IntegrityProjection(Projection):
     """Integrity totals of settled rounds, by game, pay table, currency and day."""
 
     name = "integrity"
-    version = 2
+    version = 3
     tables = (TOTALS,)
 
     def __init__(self) -> None:

@@ -16,6 +16,12 @@ orbit sizes) their means and covariances are exact fractions, stored beside the 
 ``holdem/integrity/<pay table file stem>.json`` (``croupier par --all --write``). Texas
 Hold'em Plus also keeps, per hole class, the second moment of the best flop value: the
 preflop stage's conditional variance.
+
+Boxes of one round share the flop, so card removal correlates their deal values. The
+cross-covariance (one box's vector against another's, two disjoint holes on one flop) is
+exact too: per flop, over the ordered pairs of disjoint holes, ``sum V_h V_g^T`` is
+``T T^T - sum_c S_c S_c^T + V^T V`` (``T`` the sum of every hole's vector, ``S_c`` the sum
+over holes holding card ``c``; a hole shares two cards with itself), in integers.
 """
 
 from __future__ import annotations
@@ -47,6 +53,8 @@ from holdem.texas_holdem_plus import plus_line
 
 THP_FLOP_COMPLETIONS: Final = THP_TURNS * THP_TURN_COMPLETIONS
 SITUATIONS: Final = 1326 * 19600
+#: Holes disjoint from one hole on a flop: C(47, 2).
+OTHER_HOLES: Final = 1081
 Progress = Callable[[int, int], None]
 #: Five-card keys: the category (0..9), and a pair of aces apart as 10.
 FIVE_KEYS: Final = 11
@@ -114,14 +122,21 @@ class DealConstants:
     covariance: tuple[tuple[Fraction, ...], ...]
     #: Texas Hold'em Plus: E[best flop value squared | hole class], in antes squared.
     preflop_second: Mapping[str, Fraction]
+    #: Covariance of one box's vector with another's on the same flop (disjoint holes).
+    cross: tuple[tuple[Fraction, ...], ...]
 
     def __post_init__(self) -> None:
         n = len(self.components)
-        assert len(self.mean) == n and all(len(row) == n for row in self.covariance)
+        assert len(self.mean) == n
+        assert all(len(row) == n for row in (*self.covariance, *self.cross))
+        assert len(self.covariance) == len(self.cross) == n
         for i in range(n):
             assert self.covariance[i][i] >= 0, "a variance is never negative"
+            # var(v_i - v'_i) = 2 (C_ii - X_ii) of two boxes' values is never negative either.
+            assert self.cross[i][i] <= self.covariance[i][i], "boxes correlate at most fully"
             for j in range(i):
                 assert self.covariance[i][j] == self.covariance[j][i], "covariance is symmetric"
+                assert self.cross[i][j] == self.cross[j][i], "two boxes are exchangeable"
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -133,6 +148,7 @@ class DealConstants:
             "components": [str(c) for c in self.components],
             "mean": [str(x) for x in self.mean],
             "covariance": [[str(x) for x in row] for row in self.covariance],
+            "cross_covariance": [[str(x) for x in row] for row in self.cross],
         }
         if self.preflop_second:
             out["preflop_second"] = {k: str(v) for k, v in self.preflop_second.items()}
@@ -148,6 +164,7 @@ class DealConstants:
             mean=tuple(Fraction(x) for x in raw["mean"]),
             covariance=tuple(tuple(Fraction(x) for x in row) for row in raw["covariance"]),
             preflop_second={k: Fraction(v) for k, v in raw.get("preflop_second", {}).items()},
+            cross=tuple(tuple(Fraction(x) for x in row) for row in raw["cross_covariance"]),
         )
 
 
@@ -159,26 +176,50 @@ def _holes(flop: tuple[int, int, int]) -> np.ndarray:
     return remaining[pairs(49)]
 
 
+def disjoint_moment(values: np.ndarray) -> np.ndarray:
+    """``sum V_h V_g^T`` over the ordered pairs of disjoint holes of one flop, exactly.
+
+    ``values`` holds an integer row per hole, in the order of ``pairs(49)``; the result is a
+    matrix of Python integers (the products pass 2**63).
+    """
+    positions = pairs(49)
+    assert values.shape[0] == len(positions) and values.dtype == np.int64
+    by_card = np.zeros((49, values.shape[1]), dtype=np.int64)
+    np.add.at(by_card, positions[:, 0], values)
+    np.add.at(by_card, positions[:, 1], values)
+    exact, by_card_exact = values.astype(object), by_card.astype(object)
+    total = exact.sum(axis=0)
+    moment: np.ndarray = np.outer(total, total) - by_card_exact.T @ by_card_exact + exact.T @ exact
+    assert (moment == moment.T).all(), "ordered pairs: the moment is symmetric"
+    return moment
+
+
 def _ch_job(flop: tuple[int, int, int], multipliers: Sequence[tuple[int, ...]]) -> list[Any]:
-    """Per ante table: per five-key situation counts and deal numerator sums, and sum of squares."""
+    """Per ante table: per five-key situation counts and deal numerator sums, the sum of
+    squares, and the disjoint-pair moment of (deal numerator, five-key indicators)."""
     counts = casino_holdem_flop_all(flop)
     holes = _holes(flop)
     keys = np.array([five_key(evaluate([int(a), int(b), *flop])) for a, b in holes])
+    indicators = np.eye(FIVE_KEYS, dtype=np.int64)[keys]
     out = []
     for m in multipliers:
         ev = ch_call_numerator(counts.no_qualify, counts.wins, counts.losses, m)
-        deal = np.maximum(ev, -CH_COMPLETIONS)
+        deal = np.maximum(ev, -CH_COMPLETIONS).astype(np.int64)
         per_key = np.bincount(keys, weights=deal, minlength=FIVE_KEYS)  # exact below 2**53
         square = sum(int(x) * int(x) for x in deal)
-        out.append((np.bincount(keys, minlength=FIVE_KEYS), per_key, square))
+        pair = disjoint_moment(np.column_stack([deal, indicators]))
+        out.append((np.bincount(keys, minlength=FIVE_KEYS), per_key, square, pair))
     return out
 
 
-def _thp_job(flop: tuple[int, int, int], multipliers: tuple[int, ...]) -> tuple[Any, Any]:
-    """Per hole class: sum of the best flop numerator and of its square."""
+def _thp_job(
+    flop: tuple[int, int, int], multipliers: tuple[int, ...], plus: np.ndarray
+) -> tuple[Any, Any, Any]:
+    """Per hole class: sum of the best flop numerator and of its square; and the
+    disjoint-pair moment of (best flop numerator, PLUS net) (``plus``: per hole class)."""
     counts = thp_flop_all(flop)
     flop_n, _, _ = thp_flop_numerators(counts.wins, counts.losses, multipliers)
-    best = flop_n.max(axis=1)
+    best = flop_n.max(axis=1).astype(np.int64)
     holes = _holes(flop)
     classes = hole_class_table()[holes[:, 0], holes[:, 1]]
     n = len(hole_classes())
@@ -187,7 +228,7 @@ def _thp_job(flop: tuple[int, int, int], multipliers: tuple[int, ...]) -> tuple[
     for c, v in zip(classes.tolist(), best.tolist(), strict=True):
         first[c] += v
         second[c] += v * v
-    return first, second
+    return first, second, disjoint_moment(np.column_stack([best, plus[classes]]))
 
 
 def _covariance(
@@ -234,12 +275,14 @@ def _ch_constants(
     counts = [[0] * FIVE_KEYS for _ in tables]
     sums = [[0] * FIVE_KEYS for _ in tables]
     squares = [0 for _ in tables]
+    moments: list[Any] = [0 for _ in tables]
     for done, (flop, weight) in enumerate(flops, 1):
-        for i, (n, per_key, square) in enumerate(_ch_job(flop, multipliers)):
+        for i, (n, per_key, square, pair) in enumerate(_ch_job(flop, multipliers)):
             for k in range(FIVE_KEYS):
                 counts[i][k] += weight * int(n[k])
                 sums[i][k] += weight * int(per_key[k])
             squares[i] += weight * square
+            moments[i] = moments[i] + weight * pair
         if progress:
             progress(done, len(flops))
     out = []
@@ -262,7 +305,11 @@ def _ch_constants(
         # The ante's own variance needs the sum of squares, not the per-key means.
         second = Fraction(squares[i], total * CH_COMPLETIONS**2)
         cov = _with_variance(cov, 0, second - mean[0] ** 2)
-        out.append(_constants(table, spots, mean, cov, {}))
+        # The pair moment's coordinates: the deal numerator, then the five-key indicators.
+        scale = [[Fraction(1, CH_COMPLETIONS)] + [Fraction(0)] * FIVE_KEYS]
+        scale += [[Fraction(0)] + [Fraction(r[j]) for r in rows] for j in range(1, len(spots))]
+        cross = _cross(moments[i], scale, mean, total)
+        out.append(_constants(table, spots, mean, cov, {}, cross))
     return out
 
 
@@ -274,8 +321,11 @@ def _thp_constants(
     second = [0] * len(names)
     units = [0] * len(names)
     multipliers = ante_multipliers(table)
+    plus = np.array([plus_net(table, _class_example(name)) for name in names], dtype=np.int64)
+    moment: Any = 0
     for done, (flop, weight) in enumerate(flops, 1):
-        f, s = _thp_job(flop, multipliers)
+        f, s, pair = _thp_job(flop, multipliers, plus)
+        moment = moment + weight * pair
         for c in range(len(names)):
             first[c] += weight * f[c]
             second[c] += weight * s[c]
@@ -300,7 +350,36 @@ def _thp_constants(
         squares += Fraction(units[c], total) * preflop_second[name]
     mean, cov = _covariance(probability, rows)
     cov = _with_variance(cov, 0, squares - mean[0] ** 2)
-    return _constants(table, spots, mean, cov, preflop_second)
+    # The pair moment's coordinates: the best flop numerator, then the PLUS net.
+    scale = [[Fraction(1, THP_FLOP_COMPLETIONS), Fraction(0)], [Fraction(0), Fraction(1)]]
+    cross = _cross(moment, scale[: len(spots)], mean, total)
+    return _constants(table, spots, mean, cov, preflop_second, cross)
+
+
+def _cross(
+    moment: Any, scale: Sequence[Sequence[Fraction]], mean: Sequence[Fraction], holes: int
+) -> tuple[tuple[Fraction, ...], ...]:
+    """Two boxes' cross-covariance from the disjoint-pair moment summed over the flops.
+
+    ``scale`` maps the moment's integer coordinates to the components; ``holes`` counts the
+    (hole, flop) situations, each with C(47, 2) disjoint others.
+    """
+    pairs_total = holes * OTHER_HOLES
+    n = len(scale)
+    size = len(scale[0])
+    return tuple(
+        tuple(
+            sum(
+                (scale[i][a] * scale[j][b] * int(moment[a][b])
+                 for a in range(size) for b in range(size)
+                 if scale[i][a] and scale[j][b]),
+                Fraction(0),
+            ) / pairs_total
+            - mean[i] * mean[j]
+            for j in range(n)
+        )
+        for i in range(n)
+    )  # fmt: skip
 
 
 def _with_variance(
@@ -317,9 +396,10 @@ def _constants(
     mean: tuple[Fraction, ...],
     cov: tuple[tuple[Fraction, ...], ...],
     preflop_second: Mapping[str, Fraction],
+    cross: tuple[tuple[Fraction, ...], ...],
 ) -> DealConstants:
     return DealConstants(
-        table.id, table.version, table.content_hash, spots, mean, cov, dict(preflop_second)
+        table.id, table.version, table.content_hash, spots, mean, cov, dict(preflop_second), cross
     )
 
 

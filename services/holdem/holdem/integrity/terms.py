@@ -35,13 +35,12 @@ sum is ``play_covariance``): its expectation is exactly the variance of the roun
 residual. Summed over rounds, the stated variance is unbiased and, divided by the true one,
 tends to 1, so the play z-score tends to the standard normal. One round's covariance may be
 negative, and so may a period's stated variance over a handful of rounds: the z-score is 0
-there. The deal values of boxes on one flop are added as independent terms, though card
-removal correlates them: -1.3% of the variance between two boxes in Casino Hold'em, -3.5%
-for the Texas Hold'em Plus ante. A 7-box Texas Hold'em Plus table's stated deal variance is
-so 1.26 times the true one, and its deal z-score is conservative (``bench.integrity boxes``
-computes the correlations from the stored tables, and measured 1.8% of fair runs beyond 2
-against the nominal 4.55%); an exact cross-box covariance per pay table would make it
-nominal.
+there. The deal values of boxes on one flop are correlated by card removal (-1.3% of the
+ante's variance between two boxes in Casino Hold'em, -3.5% in Texas Hold'em Plus; side bets
+judged on a shared flop correlate positively): the round's deal variance adds
+``sum_{i != j} w_i^T X w_j`` over its boxes' stakes, ``X`` the pay table's exact
+cross-covariance of two boxes (:mod:`holdem.integrity.constants`), so a many-box table's deal
+z-score is exact too.
 
 All amounts are minor units; terms are floats because expectations are fractions of a unit.
 """
@@ -204,6 +203,7 @@ class Calculator:
         self.multipliers = ante_multipliers(table)
         self._mean = [float(x) for x in self.constants.mean]
         self._cov = np.array([[float(x) for x in row] for row in self.constants.covariance])
+        self._cross = np.array([[float(x) for x in row] for row in self.constants.cross])
         self._spots = self.constants.components
         # Each component's deal value is a return on the stake so far at the decision: one
         # ante in Casino Hold'em, ante and call in Texas Hold'em Plus; a side bet's stake.
@@ -227,7 +227,7 @@ class Calculator:
         """The terms of one prepared round."""
         if self.table.game is Game.CASINO_HOLDEM:
             return self._ch_round(round_)
-        total = Terms(rounds=1)
+        total = self._between_boxes(round_)
         residuals = []
         for box, groups in round_.boxes.items():
             terms = self._thp_box(round_.deal.boxes[box], round_.deal.board, groups)
@@ -241,7 +241,7 @@ class Calculator:
         return replace(total, play_covariance=covariance)
 
     def _ch_round(self, round_: RoundInput) -> Terms:
-        total = Terms(rounds=1)
+        total = self._between_boxes(round_)
         deal = round_.deal
         calls = []
         for box, groups in round_.boxes.items():
@@ -261,12 +261,26 @@ class Calculator:
 
     # -- deal value ------------------------------------------------------------------------
 
-    def _deal(self, per_stake: Sequence[float], weights: Mapping[Spot, int]) -> Terms:
-        w = np.array([weights.get(s, 0) for s in self._spots], dtype=np.float64)
+    def _deal(self, per_stake: Sequence[float], players: Sequence[Group]) -> Terms:
+        w = self._stakes(players)
         bases = self._bases
         value = sum(float(w[i]) * (bases[i] + v) for i, v in enumerate(per_stake))
         mean = sum(float(w[i]) * (bases[i] + m) for i, m in enumerate(self._mean))
         return Terms(0, value, mean, float(w @ self._cov @ w))
+
+    def _between_boxes(self, round_: RoundInput) -> Terms:
+        """A round, and the deal variance its boxes add together: ``sum_{i != j} w_i^T X w_j``
+        with ``X`` the exact cross-covariance of two boxes' values on one flop."""
+        vectors = [self._stakes(groups) for groups in round_.boxes.values()]
+        if len(vectors) < 2:
+            return Terms(rounds=1)
+        together = np.sum(vectors, axis=0)
+        alone = sum(float(w @ self._cross @ w) for w in vectors)
+        return Terms(rounds=1, deal_variance=float(together @ self._cross @ together) - alone)
+
+    def _stakes(self, players: Sequence[Group]) -> np.ndarray:
+        weights = self._weights(players)
+        return np.array([weights.get(s, 0) for s in self._spots], dtype=np.float64)
 
     @staticmethod
     def _weights(players: Sequence[Group]) -> dict[Spot, int]:
@@ -293,7 +307,7 @@ class Calculator:
             per_stake.append(float(aa_bonus_net(self.table, five)))
         if Spot.JACKPOT in self._spots:
             per_stake.append(float(jackpot_net(self.table, five)))
-        deal = self._deal(per_stake, self._weights(players))
+        deal = self._deal(per_stake, players)
         callers = 0
         expected = 0.0
         actual = 0
@@ -334,7 +348,7 @@ class Calculator:
         plus = plus_net(self.table, hole) if Spot.PLUS in self._spots else -1
         if Spot.PLUS in self._spots:
             per_stake.append(float(plus))
-        deal = self._deal(per_stake, self._weights(players))
+        deal = self._deal(per_stake, players)
         q0 = self._preflop[name]
         turn_n = [turn_numerators(s.won, s.lost, s.paid, fb) for fb in (0, 1)]
         callers = 0

@@ -37,11 +37,12 @@ def _deal(hole: str, dealer: str, board: str) -> Deal:
 
 
 def _quadratic(weights: list[int], covariance: tuple[tuple[Fraction, ...], ...]) -> Fraction:
-    n = len(weights)
-    return sum(
-        (weights[i] * weights[j] * covariance[i][j] for i in range(n) for j in range(n)),
-        Fraction(0),
-    )
+    return _bilinear(weights, weights, covariance)
+
+
+def _bilinear(u: list[int], v: list[int], matrix: tuple[tuple[Fraction, ...], ...]) -> Fraction:
+    n = len(u)
+    return sum((u[i] * v[j] * matrix[i][j] for i in range(n) for j in range(n)), Fraction(0))
 
 
 def test_a_casino_holdem_shared_hand_by_hand() -> None:
@@ -208,7 +209,7 @@ def _population_variance(weighted: Sequence[tuple[int, Fraction | int]]) -> Frac
 
 def test_texas_holdem_plus_boxes_of_one_round_by_hand() -> None:
     """Three boxes on one board: the boxes' exact variances, plus every pair's product of
-    residuals for their covariance."""
+    residuals for their covariance; the deal variance with every pair's cross-covariance."""
     flop, turn = "Th7h2c", "Kd"
     boxes = {"1": "AhJh", "2": "8d8s", "3": "5c6c"}
     deal = Deal(
@@ -246,6 +247,14 @@ def test_texas_holdem_plus_boxes_of_one_round_by_hand() -> None:
     assert got.play_covariance == pytest.approx(float(covariance), rel=1e-9)
     stated = sum(variances) + covariance
     assert got.play_z == pytest.approx(float(t1 + t2 + t3) / float(stated) ** 0.5, rel=1e-9)
+    constants = load_constants(STANDARD)
+    stakes = [[sum(ante for ante, _, _ in seated), 0] for seated in players.values()]
+    alone = sum(_quadratic(w, constants.covariance) for w in stakes)
+    pairs = sum(
+        _bilinear(w, v, constants.cross) for i, w in enumerate(stakes) for v in stakes[i + 1 :]
+    )
+    assert got.deal_variance == pytest.approx(float(alone + 2 * pairs), rel=1e-12)
+    assert pairs < 0, "card removal: two boxes' ante values on one flop move apart"
 
 
 def test_terms_add_up_and_score() -> None:
