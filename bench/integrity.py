@@ -23,7 +23,8 @@ Rows:
   player per box: 5-box rounds' sum of squared play residuals over the sum of stated
   variances (1: exact), and the no-fault alarm rates of 7-box tables of both games and of a
   lone Texas Hold'em Plus box, per strategy (Texas Hold'em Plus best play: the action of
-  greatest exact EV at each stage).
+  greatest exact EV at each stage), with each statistic's scale over every round; and two
+  boxes' ante deal correlation from the flop tables beside the stored exact one.
 - ``day``: the throughput of recomputing a day (190,000 rounds) through the real path
   (settled facts -> :func:`croupier.integrity.settled_terms`), see :func:`run_day`.
 
@@ -176,7 +177,7 @@ def simulate(case: Case, rounds: int, rng: np.random.Generator) -> Increments:
     antes = float(k * n)
     return Increments(
         naive=(net - c.par_ev * antes, np.full(rounds, c.par_var * antes)),
-        deal=(deal, np.full(rounds, c.deal_var * k * n * n)),
+        deal=(deal, np.full(rounds, n * n * (k * c.deal_var + k * (k - 1) * c.deal_cross))),
         play=(play, play_var),
         net=net,
         antes=np.full(rounds, antes),
@@ -204,6 +205,7 @@ def _high_card(five: I64) -> npt.NDArray[np.bool_]:
 class _Constants:
     deal_mean: float
     deal_var: float
+    deal_cross: float  # two boxes' ante values on one flop
     par_ev: float
     par_var: float
 
@@ -213,7 +215,11 @@ def _constants() -> _Constants:
     deal = load_constants(TABLE)
     base = load_par(TABLE).base
     return _Constants(
-        float(deal.mean[0]), float(deal.covariance[0][0]), float(base.ev()), float(base.variance())
+        float(deal.mean[0]),
+        float(deal.covariance[0][0]),
+        float(deal.cross[0][0]),
+        float(base.ev()),
+        float(base.variance()),
     )
 
 
@@ -508,10 +514,14 @@ REAL_ROUNDS: Final = int(os.environ.get("BENCH_REAL_ROUNDS", "150"))
 
 def real_alarm_rates(
     paytable: str, boxes: int, strategy: str, seeds: int, rounds: int
-) -> dict[str, tuple[float, float]]:
-    """Fair rounds through the real path: per statistic, the share of seeds beyond 2 and 3."""
+) -> tuple[dict[str, tuple[float, float]], dict[str, float]]:
+    """Fair rounds through the real path: per statistic, the share of seeds beyond 2 and 3;
+    and per new statistic its scale, the sum over every round of its squared deviation over
+    the sum of its stated variance (1: the variance is exact; far tighter than a share)."""
     table = load_paytable(paytable)
     z: dict[str, list[float]] = {"naive": [], "deal": [], "play": []}
+    squares = {"deal": 0.0, "play": 0.0}
+    stated = {"deal": 0.0, "play": 0.0}
     for seed in range(seeds):
         rng = np.random.default_rng(70_000 + seed)
         total = Terms()
@@ -521,21 +531,27 @@ def real_alarm_rates(
             total += terms
             naive[0] += dev
             naive[1] += var
+            squares["deal"] += (terms.deal_value - terms.deal_mean) ** 2
+            squares["play"] += (terms.play_actual - terms.play_expected) ** 2
+        stated["deal"] += total.deal_variance
+        stated["play"] += total.play_variance + total.play_covariance
         z["naive"].append(naive[0] / sqrt(naive[1]))
         z["deal"].append(total.deal_z)
         z["play"].append(total.play_z)
-    return {
+    rates = {
         name: (float(np.mean(np.abs(v) > 2)), float(np.mean(np.abs(v) > 3)))
         for name, v in z.items()
     }
+    return rates, {name: squares[name] / stated[name] for name in squares}
 
 
-def box_correlation(paytable: str) -> tuple[float, float]:
-    """Two boxes dealt on one flop: their ante deal values' correlation, and the true over
-    the stated deal variance of a 7-box table, which adds boxes as independent terms.
+def box_correlation(paytable: str) -> float:
+    """Two boxes dealt on one flop: their ante deal values' correlation, in floating point
+    from the flop tables the Calculator reads (built first when missing); a check on the
+    exact cross-covariance the deal constants store.
 
     Over every canonical flop (weighted by its orbit) and every ordered pair of disjoint
-    holes on it, from the stored flop tables (built first when missing).
+    holes on it.
     """
     table = load_paytable(paytable)
     multipliers = ante_multipliers(table)
@@ -561,7 +577,7 @@ def box_correlation(paytable: str) -> tuple[float, float]:
     mean = first / situations
     variance = second / situations - mean * mean
     covariance = cross / (situations * others) - mean * mean
-    return float(covariance / variance), float(1 + 6 * covariance / variance)
+    return float(covariance / variance)
 
 
 def _ante_values(table: PayTable, multipliers: tuple[int, ...], flop: tuple[int, ...]) -> F64:
@@ -600,21 +616,23 @@ def real_path_rates(echo: Callable[[str], None] = print) -> None:
     )
     for paytable in dict.fromkeys(p for p, _, _ in REAL_CASES):
         if not only or paytable in only:
-            rho, ratio = box_correlation(paytable)
+            constants = load_constants(load_paytable(paytable))
+            stored = float(constants.cross[0][0] / constants.covariance[0][0])
             echo(
-                f"  {paytable:<28} two boxes' ante deal values correlate {rho:+.2%}: a 7-box "
-                f"table's true deal variance is {ratio:.2f} of the stated one"
+                f"  {paytable:<28} two boxes' ante deal values correlate "
+                f"{box_correlation(paytable):+.3%} (flop tables), {stored:+.3%} (exact, stored)"
             )
     for paytable, boxes, strategy in REAL_CASES:
         if only and paytable not in only:
             continue
         started = time.perf_counter()
-        rates = real_alarm_rates(paytable, boxes, strategy, seeds, rounds)
+        rates, scales = real_alarm_rates(paytable, boxes, strategy, seeds, rounds)
         cells = " | ".join(f"{name} {r2:6.2%} {r3:6.2%}" for name, (r2, r3) in rates.items())
+        scale = " ".join(f"{name} {x:.3f}" for name, x in scales.items())
         spent = time.perf_counter() - started
         echo(
             f"  {paytable:<28} {boxes} box{'es' if boxes > 1 else '  '} {strategy:<12} {cells}"
-            f"   ({spent:.0f} s)"
+            f" | scale {scale}   ({spent:.0f} s)"
         )
 
 
