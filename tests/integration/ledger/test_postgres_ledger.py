@@ -5,7 +5,8 @@ PostgreSQL has: TRUNCATE, the service role's grants, and readers racing a held-o
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
@@ -97,8 +98,8 @@ class HeldAppend(PostgresLedger):
         self.written = asyncio.Event()
         self.release = asyncio.Event()
 
-    async def _write(self, conn: Conn, plan: Plan) -> None:
-        await super()._write(conn, plan)
+    async def _write(self, conn: Conn, plan: Plan, head: Sequence[Any]) -> None:
+        await super()._write(conn, plan, head)
         self.written.set()
         await self.release.wait()
 

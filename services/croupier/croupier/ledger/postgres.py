@@ -82,19 +82,25 @@ _COLUMNS = (
 )
 _SELECT = f"SELECT {', '.join(_COLUMNS)} FROM events"
 # One statement per table and batch: arrays in, unnest out (no per-row round trips).
-_INSERT_EVENTS = f"""
-    INSERT INTO events ({", ".join(_COLUMNS)})
-    SELECT $1::bigint + ord - 1, stream, version, type, data, key, $7::timestamptz, prev, hash
-    FROM unnest($2::text[], $3::int[], $4::text[], $5::json[], $6::text[], $8::text[], $9::text[])
-        WITH ORDINALITY AS r(stream, version, type, data, key, prev, hash, ord)
+#: A batch's events, outbox rows and signed head, in one statement (one round trip, under
+#: the append lock): the parts insert into different tables and none reads another's rows.
+_INSERT_BATCH = f"""
+    WITH appended AS (
+        INSERT INTO events ({", ".join(_COLUMNS)})
+        SELECT $1::bigint + ord - 1, stream, version, type, data, key, $7::timestamptz, prev, hash
+        FROM unnest($2::text[], $3::int[], $4::text[], $5::json[], $6::text[], $8::text[],
+                    $9::text[])
+            WITH ORDINALITY AS r(stream, version, type, data, key, prev, hash, ord)
+    ), reported AS (
+        INSERT INTO outbox (message_id, position, exchange, routing_key, body, event_hash)
+        SELECT * FROM unnest($10::text[], $11::bigint[], $12::text[], $13::text[], $14::json[],
+                             $15::text[])
+    ), signed AS (
+        INSERT INTO ledger_heads (position, hash, key_id, signature)
+        SELECT $16::bigint, $17::text, $18::text, $19::text WHERE $16::bigint IS NOT NULL
+    )
+    SELECT 1
 """
-_INSERT_OUTBOX = """
-    INSERT INTO outbox (message_id, position, exchange, routing_key, body, event_hash)
-    SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::json[], $6::text[])
-"""
-_INSERT_HEAD = (
-    "INSERT INTO ledger_heads (position, hash, key_id, signature) VALUES ($1, $2, $3, $4)"
-)
 _HEAD_COLUMNS = "id, position, hash, key_id, signature"
 _OUTBOX_COLUMNS = (
     "o.seq, o.message_id, o.exchange, o.routing_key, o.body::text, o.position, o.event_hash, "
@@ -219,12 +225,19 @@ class PostgresLedger(Ledger):
                 existing_outbox=await _outbox_by_id(conn, ids),
                 recorded_at=datetime.now(UTC),
             )
+            signed: tuple[int, str, str, str] | tuple[None, ...] = (None,) * 4
             if plan.rows and self.trust.signing:
                 await self._check_head(conn, head)
                 last = plan.rows[-1]
-                await conn.execute(_INSERT_HEAD, *self.trust.sign_head(last.position, last.hash))
-            await self._write(conn, plan)
+                signed = self.trust.sign_head(last.position, last.hash)
+            await self._write(conn, plan, signed)
         return plan
+
+    async def _write(self, conn: Conn, plan: Plan, head: Sequence[Any]) -> None:
+        """Insert the planned rows and the signed head (inside the append transaction, lock
+        held), in one statement."""
+        if plan.rows or plan.outbox:
+            await conn.execute(_INSERT_BATCH, *_columns(plan), *head)
 
     async def _check_head(self, conn: Conn, head: tuple[int, str]) -> None:
         """Refuse to append after rows this key did not sign (inside the append lock)."""
@@ -241,27 +254,6 @@ class PostgresLedger(Ledger):
         if not self.trust.accept_head(head, [HeadRow(*r) for r in rows], any_heads):
             signed = await conn.fetchval("SELECT coalesce(max(position), 0) FROM ledger_heads")
             raise HeadNotSigned(head[0], int(signed))
-
-    async def _write(self, conn: Conn, plan: Plan) -> None:
-        """Insert the planned rows (inside the append transaction, lock held)."""
-        if plan.rows:
-            _, streams, versions, types, data, keys, stamps, prev_hashes, hashes = zip(
-                *plan.rows, strict=True
-            )
-            await conn.execute(
-                _INSERT_EVENTS,
-                plan.rows[0].position,
-                streams,
-                versions,
-                types,
-                data,
-                keys,
-                datetime.fromisoformat(stamps[0]),  # one timestamp per batch
-                prev_hashes,
-                hashes,
-            )
-        if plan.outbox:
-            await conn.execute(_INSERT_OUTBOX, *zip(*plan.outbox, strict=True))
 
     @_reaching
     async def read_streams(self, streams: Sequence[str]) -> dict[str, list[RecordedEvent]]:
@@ -639,3 +631,13 @@ async def ensure_service_role(url: str, role: str, password: str | None = None) 
         return found is None
     finally:
         await conn.close()
+
+
+def _columns(plan: Plan) -> tuple[Any, ...]:
+    """The arrays ``_INSERT_BATCH`` takes for the plan's events and outbox rows ($1-$15)."""
+    rows: Sequence[Sequence[Any]] = list(zip(*plan.rows, strict=True)) or [()] * 9
+    _, streams, versions, types, data, keys, stamps, prev_hashes, hashes = rows
+    outbox: Sequence[Sequence[Any]] = list(zip(*plan.outbox, strict=True)) or [()] * 6
+    first = plan.rows[0].position if plan.rows else None
+    stamp = datetime.fromisoformat(stamps[0]) if stamps else None  # one timestamp per batch
+    return (first, streams, versions, types, data, keys, stamp, prev_hashes, hashes, *outbox)
