@@ -1,4 +1,4 @@
-"""The PostgreSQL ledger adapter (asyncpg, connection pool, COPY for batch inserts).
+"""The PostgreSQL ledger adapter (asyncpg, a connection pool, one statement per batch insert).
 
 Why readers never skip a late commit
 ------------------------------------
