@@ -16,37 +16,17 @@ from contract.canonical import Encoded, canonical_json, quote
 
 def data_text(data: Mapping[str, Any]) -> str:
     """The canonical JSON text of ``data``, splicing the texts of its encoded values."""
-    spliced = [key for key, value in data.items() if type(value) is Encoded]
-    if not spliced:
+    if not any(type(value) is Encoded for value in data.values()):
         return canonical_json(data)
-    if len(spliced) == 1:  # a fact about a feed event: the one shape on the hot path
-        key = spliced[0]
-        before = {k: v for k, v in data.items() if k < key}
-        after = {k: v for k, v in data.items() if k > key}
-        head = _members(before) + "," if before else ""
-        tail = "," + _members(after) if after else ""
-        return f"{{{head}{quote(key)}:{data[key].text}{tail}}}"
-    parts: list[str] = []
-    plain: dict[str, Any] = {}
-    for key in sorted(data):
+    members = []
+    for key in sorted(data):  # the order of sort_keys: str comparison
         value = data[key]
-        if type(value) is Encoded:
-            if plain:
-                parts.append(canonical_json(plain)[1:-1])
-                plain = {}
-            parts.append(f"{quote(key)}:{value.text}")
+        kind = type(value)
+        if kind is Encoded:
+            text = value.text
+        elif kind is str:  # a fingerprint, a reason: quoted directly
+            text = quote(value)
         else:
-            plain[key] = value
-    if plain:
-        parts.append(canonical_json(plain)[1:-1])
-    return "{" + ",".join(parts) + "}"
-
-
-def _members(plain: dict[str, Any]) -> str:
-    """The members of a JSON object, canonical, without the braces; string values (the
-    fingerprint beside an event, say) quoted directly rather than through the encoder."""
-    if len(plain) == 1:
-        ((key, value),) = plain.items()
-        if type(value) is str:
-            return f"{quote(key)}:{quote(value)}"
-    return canonical_json(plain)[1:-1]
+            text = canonical_json(value)
+        members.append(f"{quote(key)}:{text}")
+    return "{" + ",".join(members) + "}"
