@@ -197,9 +197,11 @@ def prepare(deal: Deal, results: Sequence[BetResult], decisions: Sequence[Decisi
 class Calculator:
     """The integrity terms of settled rounds of one pay table."""
 
-    def __init__(self, table: PayTable) -> None:
+    def __init__(self, table: PayTable, constants: DealConstants | None = None) -> None:
+        """``constants``: the pay table's stored deal constants unless given (tests pass
+        constants computed over a few flops, to deal from those flops only)."""
         self.table = table
-        self.constants: DealConstants = load_constants(table)
+        self.constants: DealConstants = constants or load_constants(table)
         self.multipliers = ante_multipliers(table)
         self._mean = [float(x) for x in self.constants.mean]
         self._cov = np.array([[float(x) for x in row] for row in self.constants.covariance])
