@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test test-unit test-integration test-slow chaos soak soak-short bench bench-history bench-history-drop lint typecheck contracts par integrity-tables services clean tools
+.PHONY: run test test-unit test-integration test-slow chaos soak soak-short bench bench-compare bench-history bench-history-drop lint typecheck contracts par integrity-tables services clean tools
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -58,6 +58,10 @@ soak-short: $(STAMP)
 ## bench: throughput figures against the named anchors, measured in the same run
 bench: $(STAMP)
 	$(BIN)/python -m bench
+
+## bench-compare: replay throughput against another revision, side by side (REV=90e484e)
+bench-compare: $(STAMP)
+	$(BIN)/python -m bench.compare $(REV)
 
 ## bench-history: croupier web under 50 clients over 1,000,000 settlement results (built once)
 bench-history: $(STAMP)
