@@ -47,7 +47,7 @@ All amounts are minor units; terms are floats because expectations are fractions
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache
 from math import sqrt
@@ -229,10 +229,11 @@ class Calculator:
         """The terms of one prepared round."""
         if self.table.game is Game.CASINO_HOLDEM:
             return self._ch_round(round_)
-        total = self._between_boxes(round_)
+        stakes = self._stakes_by_box(round_)
+        total = self._between_boxes(stakes.values())
         residuals = []
         for box, groups in round_.boxes.items():
-            terms = self._thp_box(round_.deal.boxes[box], round_.deal.board, groups)
+            terms = self._thp_box(round_.deal.boxes[box], round_.deal.board, groups, stakes[box])
             total += terms
             residuals.append(terms.play_actual - terms.play_expected)
         if len(residuals) < 2:
@@ -243,13 +244,15 @@ class Calculator:
         return replace(total, play_covariance=covariance)
 
     def _ch_round(self, round_: RoundInput) -> Terms:
-        total = self._between_boxes(round_)
+        stakes = self._stakes_by_box(round_)
+        total = self._between_boxes(stakes.values())
         deal = round_.deal
         calls = []
         for box, groups in round_.boxes.items():
-            terms, callers, ev, variance = self._ch_box(deal.boxes[box], deal.board, groups)
+            hole = deal.boxes[box]
+            terms, callers, ev, variance = self._ch_box(hole, deal.board, groups, stakes[box])
             total += terms
-            calls.append((deal.boxes[box], callers, ev, variance))
+            calls.append((hole, callers, ev, variance))
         if sum(1 for _, callers, _, _ in calls if callers) < 2:
             return total
         # Calls on several boxes: their expectation and variance given every card seen.
@@ -263,26 +266,30 @@ class Calculator:
 
     # -- deal value ------------------------------------------------------------------------
 
-    def _deal(self, per_stake: Sequence[float], players: Sequence[Group]) -> Terms:
-        w = self._stakes(players)
+    def _deal(self, per_stake: Sequence[float], w: np.ndarray) -> Terms:
+        """A box's deal value, fair mean and own variance, ``w`` its stakes per component."""
         bases = self._bases
         value = sum(float(w[i]) * (bases[i] + v) for i, v in enumerate(per_stake))
         mean = sum(float(w[i]) * (bases[i] + m) for i, m in enumerate(self._mean))
         return Terms(0, value, mean, float(w @ self._cov @ w))
 
-    def _between_boxes(self, round_: RoundInput) -> Terms:
+    def _between_boxes(self, stakes: Iterable[np.ndarray]) -> Terms:
         """A round, and the deal variance its boxes add together: ``sum_{i != j} w_i^T X w_j``
         with ``X`` the exact cross-covariance of two boxes' values on one flop."""
-        vectors = [self._stakes(groups) for groups in round_.boxes.values()]
+        vectors = list(stakes)
         if len(vectors) < 2:
             return Terms(rounds=1)
         together = np.sum(vectors, axis=0)
         alone = sum(float(w @ self._cross @ w) for w in vectors)
         return Terms(rounds=1, deal_variance=float(together @ self._cross @ together) - alone)
 
-    def _stakes(self, players: Sequence[Group]) -> np.ndarray:
-        weights = self._weights(players)
-        return np.array([weights.get(s, 0) for s in self._spots], dtype=np.float64)
+    def _stakes_by_box(self, round_: RoundInput) -> dict[str, np.ndarray]:
+        """Per box, its stakes on each deal value component (antes, side bets)."""
+        out = {}
+        for box, players in round_.boxes.items():
+            weights = self._weights(players)
+            out[box] = np.array([weights.get(s, 0) for s in self._spots], dtype=np.float64)
+        return out
 
     @staticmethod
     def _weights(players: Sequence[Group]) -> dict[Spot, int]:
@@ -295,7 +302,11 @@ class Calculator:
     # -- Casino Hold'em --------------------------------------------------------------------
 
     def _ch_box(
-        self, hole: tuple[int, int], board: Sequence[int], players: Sequence[Group]
+        self,
+        hole: tuple[int, int],
+        board: Sequence[int],
+        players: Sequence[Group],
+        stakes: np.ndarray,
     ) -> tuple[Terms, int, float, float]:
         """The box's terms, the antes that called, a call's EV and variance per ante."""
         flop = board[:3]
@@ -309,7 +320,7 @@ class Calculator:
             per_stake.append(float(aa_bonus_net(self.table, five)))
         if Spot.JACKPOT in self._spots:
             per_stake.append(float(jackpot_net(self.table, five)))
-        deal = self._deal(per_stake, players)
+        deal = self._deal(per_stake, stakes)
         callers = 0
         expected = 0.0
         actual = 0
@@ -337,7 +348,11 @@ class Calculator:
     # -- Texas Hold'em Plus ----------------------------------------------------------------
 
     def _thp_box(
-        self, hole: tuple[int, int], board: Sequence[int], players: Sequence[Group]
+        self,
+        hole: tuple[int, int],
+        board: Sequence[int],
+        players: Sequence[Group],
+        stakes: np.ndarray,
     ) -> Terms:
         """The box's terms: its deal value, and its play residual with its exact variance."""
         where = place(hole, board[:3])
@@ -350,7 +365,7 @@ class Calculator:
         plus = plus_net(self.table, hole) if Spot.PLUS in self._spots else -1
         if Spot.PLUS in self._spots:
             per_stake.append(float(plus))
-        deal = self._deal(per_stake, players)
+        deal = self._deal(per_stake, stakes)
         q0 = self._preflop[name]
         turn_n = [turn_numerators(s.won, s.lost, s.paid, fb) for fb in (0, 1)]
         callers = 0
