@@ -48,14 +48,12 @@ import numpy.typing as npt
 from holdem import Action, Deal, Decision, PayTable, Spot, Stage, Wager, load_paytable, settle
 from holdem.evaluator import evaluate_batch
 from holdem.integrity import tables
-from holdem.integrity.constants import load_constants
+from holdem.integrity.constants import THP_FLOP_COMPLETIONS, load_constants
 from holdem.integrity.terms import Calculator, Terms, calculator
 from holdem.odds.combos import canonical_flops, hole_class, pair_index, pairs
 from holdem.odds.par import ParSheet, load_par
 from holdem.odds.situation import (
     CH_COMPLETIONS,
-    THP_TURN_COMPLETIONS,
-    THP_TURNS,
     ante_multipliers,
     category_of_strength,
     qualifying_strength,
@@ -587,7 +585,7 @@ def _ante_values(table: PayTable, multipliers: tuple[int, ...], flop: tuple[int,
         return np.maximum(ev, -1.0)
     stored = tables._THP_STORED[multipliers]
     numerators = stored.arrays["flop"][stored.index[flop]].astype(np.float64)
-    return numerators.max(axis=1) / (THP_TURNS * THP_TURN_COMPLETIONS)
+    return numerators.max(axis=1) / THP_FLOP_COMPLETIONS
 
 
 #: Tables through the real path: (pay table, boxes, strategy). A lone Texas Hold'em Plus box

@@ -81,9 +81,9 @@ _COLUMNS = (
     "hash",
 )
 _SELECT = f"SELECT {', '.join(_COLUMNS)} FROM events"
-# One statement per table and batch: arrays in, unnest out (no per-row round trips).
 #: A batch's events, outbox rows and signed head, in one statement (one round trip, under
-#: the append lock): the parts insert into different tables and none reads another's rows.
+#: the append lock): arrays in, unnest out; the parts insert into different tables and none
+#: reads another's rows.
 _INSERT_BATCH = f"""
     WITH appended AS (
         INSERT INTO events ({", ".join(_COLUMNS)})
