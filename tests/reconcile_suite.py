@@ -381,7 +381,7 @@ class ReconcileSuite:
         lines = wallet.read_text().splitlines()
         with big.open("w") as out:
             out.write(lines[0] + "\n")
-            for copy in range(400):  # a quiet machine reads 40 copies within 2 s
+            for copy in range(2000):  # 400 copies once finished inside the 1.5 s kill
                 for line in lines[1:]:
                     out.write(f"c{copy}-{line}\n")
         command = [sys.executable, "-m", "croupier.cli", "reconcile", "--ledger", settled.url]
