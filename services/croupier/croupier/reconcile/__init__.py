@@ -400,10 +400,7 @@ _COMPARE: Final = (
                         occurred_at,
                         CASE WHEN line IN (SELECT line FROM repeats) THEN 2 ELSE 1 END AS n
                  FROM wallet_tx WHERE kind <> 'debit' AND message_id IS NOT NULL) AS c
-           FULL JOIN (SELECT message_id, table_id, round_id, player_id, currency, returned,
-                             refunded, position, settled_at, status
-                      FROM results WHERE position <= {head}) AS r
-                  ON r.message_id = c.message_id
+           FULL JOIN results r ON r.message_id = c.message_id AND r.position <= {head}
        ) AS x
        WHERE line IS NOT NULL
           OR (position > {after} AND position <= {upto} AND ledger_amount > 0)""",
@@ -441,9 +438,9 @@ _COMPARE: Final = (
                         amount, occurred_at,
                         CASE WHEN line IN (SELECT line FROM repeats) THEN 2 ELSE 1 END AS n
                  FROM wallet_tx WHERE kind = 'debit') AS d
-           FULL JOIN (SELECT * FROM wagers WHERE position <= {head}) AS w
+           FULL JOIN wagers w
                   ON w.table_id = d.table_id AND w.round_id = d.round_id
-                 AND w.bet_id = d.bet_id
+                 AND w.bet_id = d.bet_id AND w.position <= {head}
        ) AS x
        WHERE line IS NOT NULL OR (position > {after} AND position <= {upto})""".replace(
         "{ante_currency}", _ANTE.format(column="currency")
