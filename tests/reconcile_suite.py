@@ -26,11 +26,12 @@ from typing import Any
 import jsonschema
 import pytest
 
+from contract.wallet import FIELDS
 from croupier.cli import main
 from croupier.ledger import open_ledger
 from croupier.projection import open_store
 from croupier.reconcile import Reconciliation, Summary, as_dict, resolve_period
-from croupier.reconcile.wallet import read_file
+from croupier.reconcile.wallet import BadRow, read_file
 from croupier.replay import replay
 from croupier.round import SETTLED, VOIDED
 from studio.config import Faults, StudioConfig, parse_table_specs
@@ -84,10 +85,15 @@ async def settle_feed(url: str, messages: list[FeedMessage]) -> Settled:
 
 
 def write_wallet(
-    settled: Settled, path: Path, faults: WalletFaults | None = None, seed: int = 3
+    settled: Settled,
+    path: Path,
+    faults: WalletFaults | None = None,
+    seed: int = 3,
+    *,
+    refund_per_wager: bool = False,
 ) -> list[Planted]:
     """The wallet's log of the whole feed; what it planted."""
-    with WalletLog(path, faults, seed=seed) as wallet:
+    with WalletLog(path, faults, seed=seed, refund_per_wager=refund_per_wager) as wallet:
         for message in settled.messages:
             wallet.debit(message, rejected=message.event_id in settled.rejected)
         for result in settled.results:
@@ -113,6 +119,38 @@ def found_keys(discrepancies: list[dict[str, Any]]) -> set[tuple[str, str]]:
             where = f"{d['table_id']}/{d['round_id']}/{d['bet_id']}"
         out.add((d["kind"], where))
     return out
+
+
+def _voided(settled: Settled) -> list[dict[str, Any]]:
+    """The voided results that return money."""
+    return [
+        r
+        for r in settled.results
+        if r["returned_total"] > 0 and all(b["outcome"] == "refund" for b in r["bets"])
+    ]
+
+
+def _result(settled: Settled, message_id: str) -> int:
+    (amount,) = [r["returned_total"] for r in settled.results if r["message_id"] == message_id]
+    return int(amount)
+
+
+def as_dict_row(row: Any) -> dict[str, Any]:
+    """A row read from a wallet log, as the fields a log writes."""
+    assert not isinstance(row, BadRow), row
+    return {name: getattr(row, name) for name in FIELDS}
+
+
+def _write_rows(path: Path, rows: list[dict[str, Any]]) -> None:
+    """A wallet log of ``rows`` (CSV or JSON Lines by the suffix)."""
+    with path.open("w", newline="") as out:
+        if path.suffix == ".csv":
+            writer = csv.DictWriter(out, fieldnames=FIELDS)
+            writer.writeheader()
+            writer.writerows(rows)
+        else:
+            for row in rows:
+                out.write(json.dumps({k: v for k, v in row.items() if v is not None}) + "\n")
 
 
 async def reconcile(
@@ -173,6 +211,91 @@ class ReconcileSuite:
             returned = sum(r["returned_total"] for r in credited if r["currency"] == currency)
             assert kinds.get("credit", [0, 0])[1] + kinds.get("refund", [0, 0])[1] == returned
         assert any("refund" in m for m in matched.values())  # voided rounds were refunded
+
+    async def test_a_wallet_refunding_each_wager_of_a_void_matches_everything(
+        self, settled: Settled, tmp_path: Path
+    ) -> None:
+        wallet = tmp_path / "wallet.jsonl"
+        assert write_wallet(settled, wallet, refund_per_wager=True) == []
+        summary, found, players = await reconcile(settled.url, wallet)
+        assert found == [] and players == [] and summary.ok
+        refunded = [b for r in _voided(settled) for b in r["bets"] if b["returned"] > 0]
+        assert len(refunded) > len(_voided(settled))  # some voids refund several wagers
+        matched = [m["refund"] for m in summary.matched.values() if "refund" in m]
+        assert sum(count for count, _ in matched) == len(refunded)
+        assert sum(amount for _, amount in matched) == sum(b["returned"] for b in refunded)
+
+    @pytest.mark.parametrize("suffix", [".jsonl", ".csv"])
+    async def test_refunds_wager_by_wager_are_checked_wager_by_wager(
+        self, settled: Settled, tmp_path: Path, suffix: str
+    ) -> None:
+        honest = tmp_path / f"honest{suffix}"
+        write_wallet(settled, honest, refund_per_wager=True)
+        rows = [as_dict_row(row) for row in read_file(honest)]
+        voids = [r for r in _voided(settled) if sum(b["returned"] > 0 for b in r["bets"]) > 1]
+        assert len(voids) >= 8
+        dropped, again, changed, foreign, whole_after, whole_first, unknown_bet, alone = (
+            r["message_id"] for r in voids[:8]
+        )
+        expected: set[tuple[str, str, str | None]] = set()
+        out: list[dict[str, Any]] = []
+        firsts = {id(r) for r in {r["message_id"]: r for r in reversed(rows)}.values()}
+        for row in rows:
+            message, bet = row["message_id"], row["bet_id"]
+            first = message is not None and id(row) in firsts
+            if message == dropped and first:
+                expected.add(("missing_in_wallet", message, bet))
+                continue
+            if message == whole_first and first:  # refunded as a whole, then per wager
+                out.append({**row, "bet_id": None, "amount": _result(settled, message)})
+                expected |= {
+                    ("duplicate_credit", message, r["bet_id"])
+                    for r in rows
+                    if r["message_id"] == message
+                }
+                out.append(row)
+                continue
+            out.append(row)
+            if message == again and first:
+                out.append({**row, "transaction_id": "again"})
+                expected.add(("duplicate_credit", message, bet))
+            elif message == changed and first:
+                out[-1] = {**row, "amount": row["amount"] + 7}
+                expected.add(("amount_mismatch", message, bet))
+            elif message == foreign and first:
+                out[-1] = {**row, "currency": "XTS"}
+                expected.add(("currency_mismatch", message, bet))
+            elif message == whole_after and first:
+                out.append({**row, "bet_id": None, "amount": _result(settled, message)})
+                expected.add(("duplicate_credit", message, None))
+            elif message == unknown_bet and first:
+                out.append({**row, "bet_id": "b-none"})
+                expected.add(("unknown_to_ledger", message, "b-none"))
+        made_up = {**out[-1], "kind": "refund", "message_id": "m-none", "bet_id": "b-x"}
+        out.append(made_up)  # a wager refund of a result the ledger does not have
+        expected.add(("unknown_to_ledger", "m-none", "b-x"))
+        wallet = tmp_path / f"wallet{suffix}"
+        _write_rows(wallet, out)
+        summary, found, players = await reconcile(settled.url, wallet)
+        assert {(d["kind"], d["message_id"], d["bet_id"]) for d in found} == expected
+        assert len(found) == len(expected) and summary.finding_count == len(expected)
+        assert alone not in {d["message_id"] for d in found}
+        (missing,) = [d for d in found if d["kind"] == "missing_in_wallet"]
+        assert missing["movement"] == "refund" and missing["ledger_amount"] > 0
+        unknown = {d["bet_id"]: d["detail"] for d in found if d["kind"] == "unknown_to_ledger"}
+        assert unknown == {
+            "b-none": "no such wager in this result",
+            "b-x": "no such result in the ledger",
+        }
+        net: dict[tuple[str, str], int] = {}
+        for d in found:  # what the wallet did to each balance, less what the ledger says
+            if d["wallet_amount"] is not None:
+                key = (d["player_id"], d["wallet_currency"])
+                net[key] = net.get(key, 0) + d["wallet_amount"]
+            if d["kind"] in EXPECTED_BY_LEDGER:
+                key = (d["player_id"], d["ledger_currency"])
+                net[key] = net.get(key, 0) - d["ledger_amount"]
+        assert {(p, c): v for p, c, v in players} == {k: v for k, v in net.items() if v}
 
     @pytest.mark.parametrize("fault", list(WalletFaults.__dataclass_fields__))
     async def test_each_misbehaviour_is_found_and_nothing_else(

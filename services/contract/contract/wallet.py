@@ -7,8 +7,10 @@ Lines, with the fields :data:`FIELDS`; extra columns are ignored.
   ``round_id`` and ``bet_id`` name the wager.
 - ``credit``: a settlement result applied; ``message_id`` names the result.
 - ``refund``: a voided round's result applied (its wagers returned); ``message_id`` names it.
-  Or, with no ``message_id``, a stake returned: ``table_id``, ``round_id`` and ``bet_id``
-  name the wager (the wallet debited it, and the settlement service rejected it).
+  The wallet may refund the result in one row, or wager by wager: one row per wager, with
+  the result's ``message_id`` and the wager's ``bet_id``, of that wager's stake. Or, with no
+  ``message_id``, a stake returned: ``table_id``, ``round_id`` and ``bet_id`` name the wager
+  (the wallet debited it, and the settlement service rejected it).
 
 ``amount`` is a positive integer in minor units; ``occurred_at`` an RFC 3339 time with an
 offset. The studio's wallet writes this format; croupier's reader checks rows by hand (it
@@ -49,9 +51,9 @@ class WalletTransaction(BaseModel):
 
     ``debit``: a stake taken when the game server accepted a wager (``table_id``,
     ``round_id`` and ``bet_id`` name it). ``credit``: a settlement result applied
-    (``message_id`` names it). ``refund``: a voided round's result applied, or (no
-    ``message_id``; ``table_id``, ``round_id``, ``bet_id``) a debited stake returned. Extra
-    fields are allowed and ignored.
+    (``message_id`` names it). ``refund``: a voided round's result applied (in one row, or
+    one row per wager naming its ``bet_id``), or (no ``message_id``; ``table_id``,
+    ``round_id``, ``bet_id``) a debited stake returned. Extra fields are allowed and ignored.
     """
 
     model_config = ConfigDict(
@@ -89,7 +91,11 @@ class WalletTransaction(BaseModel):
         default=None, description="debit, refund of a stake: the wager's table"
     )
     round_id: _Id | None = Field(default=None, description="debit: the wager's round")
-    bet_id: _Id | None = Field(default=None, description="debit: the wager's bet id")
+    bet_id: _Id | None = Field(
+        default=None,
+        description="debit, refund of a stake, refund of one wager of a voided round: the "
+        "wager's bet id",
+    )
     player_id: _Id
     currency: _Currency = Field(description="ISO 4217 code")
     amount: int = Field(gt=0, le=MAX_AMOUNT, description="minor units, positive")

@@ -3,8 +3,9 @@
 It debits each wager the game server accepts (a bet, or the play wager of a call or bet
 decision), once, however often the message is sent; a wager the settlement service
 rejected is not debited. It credits each settlement result once per ``message_id``
-(redeliveries ignored), as a ``refund`` when the round was voided; a result that returns
-nothing is no money movement and writes no row. The log is the format
+(redeliveries ignored), as a ``refund`` when the round was voided (one row for the result,
+or, asked to, one per wager, naming its ``bet_id``); a result that returns nothing is no
+money movement and writes no row. The log is the format
 :mod:`contract.wallet` defines and ``croupier reconcile`` reads (CSV with a header, or JSON
 Lines).
 
@@ -101,6 +102,7 @@ class WalletLog:
         seed: int = 0,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         refunds: int = 0,
+        refund_per_wager: bool = False,
     ) -> None:
         if path.suffix not in (".csv", ".jsonl"):
             raise ValueError(f"{path}: a wallet log is .csv or .jsonl")
@@ -121,6 +123,7 @@ class WalletLog:
         self.planted: list[Planted] = []
         self.duplicates = 0
         self._refunds = refunds
+        self._per_wager = refund_per_wager
         #: The rejected wagers debited and then refunded.
         self.refunded: list[tuple[str, str, str]] = []
 
@@ -192,21 +195,30 @@ class WalletLog:
             return
         voided = all(bet["outcome"] == "refund" for bet in result["bets"])
         kind = "refund" if voided else "credit"
-        ids = (str(result["table_id"]), str(result["round_id"]), "")
+        table, round_ = str(result["table_id"]), str(result["round_id"])
         player, currency = str(result["player_id"]), str(result["currency"])
+        # (bet id, currency, amount) of each row: the result's, or each wager's of a void
+        rows = [("", currency, amount)]
+        if voided and self._per_wager:
+            rows = [(str(b["bet_id"]), currency, int(b["returned"])) for b in result["bets"]]
+            rows = [row for row in rows if row[2] > 0]
         if self._misbehave("drop_credit"):
             self.planted.append(Planted("drop_credit", message_id))
             return
+        bet, _, money = rows[0]  # a misbehaviour acts on the first row
         if self._misbehave("change_amount"):
             self.planted.append(Planted("change_amount", message_id))
-            amount += self._rng.randint(1, 100)
+            rows[0] = (bet, currency, money + self._rng.randint(1, 100))
         elif self._misbehave("wrong_currency"):
             self.planted.append(Planted("wrong_currency", message_id))
-            currency = "XTS" if currency != "XTS" else "XXX"  # ISO 4217 testing codes
-        self._write(kind, message_id, ids, player, currency, amount)
+            rows[0] = (bet, "XTS" if currency != "XTS" else "XXX", money)  # ISO 4217 testing
+        for bet, paid_in, money in rows:
+            self._write(kind, message_id, (table, round_, bet), player, paid_in, money)
         if self._misbehave("double_credit"):
             self.planted.append(Planted("double_credit", message_id))
-            self._write(kind, message_id, ids, player, currency, amount)
+            bet, paid_in, money = rows[-1]
+            self._write(kind, message_id, (table, round_, bet), player, paid_in, money)
+        ids = (table, round_, "")
         if self._misbehave("unknown_credit"):
             made_up = str(uuid.UUID(int=self._rng.getrandbits(128)))
             self.planted.append(Planted("unknown_credit", made_up))

@@ -5,7 +5,11 @@ What is compared
 Ledger side, from the ``wagers`` read model (:mod:`croupier.projection.wagers`): each
 accepted wager expects one wallet ``debit`` of its stake; each settlement result that
 returns money expects one ``credit`` of ``returned`` (a voided round's result: one
-``refund``) under its ``message_id``. A result that returns nothing expects no row.
+``refund``) under its ``message_id``, or, for a voided round, one ``refund`` per wager
+(``message_id`` and ``bet_id``) of the stake it returns (``wager_results``). A result is
+applied in the form of its first wallet row (in ``(occurred_at, line)`` order); a row for
+the result after that, or for a wager already refunded, is ``duplicate_credit``. A result
+that returns nothing expects no row.
 
 Wallet side: the rows of its transaction log (:mod:`croupier.reconcile.wallet`).
 
@@ -285,6 +289,7 @@ class Reconciliation:
             "upto": int(p.last),
             "head": int(p.head),
             "kind_only": " (kind)" if self.session.dialect == "postgres" else "",
+            "per_wager": _PER_WAGER,
             # results settled after this may not have reached the wallet's export
             "credit_transit": _text(_shift(latest or p.last_at, -lag)),
             # debits after this may not have reached the ledger by position B
@@ -337,6 +342,10 @@ _STAGING: Final = (
     "message_id text, table_id text, round_id text, bet_id text, player_id text, "
     "currency text, amount bigint, occurred_at text)"
 )
+# 1 for a refund of one wager of a result (it names both), else 0.
+_PER_WAGER: Final = (
+    "CASE WHEN kind = 'refund' AND message_id IS NOT NULL AND bet_id IS NOT NULL THEN 1 ELSE 0 END"
+)
 # The play wager of a call or bet decision has the player and currency of its ante.
 _ANTE: Final = """(SELECT a.{column} FROM wagers a WHERE a.table_id = w.table_id
                    AND a.round_id = w.round_id AND a.bet_id = w.ante_bet_id)"""
@@ -345,22 +354,33 @@ _ANTE: Final = """(SELECT a.{column} FROM wagers a WHERE a.table_id = w.table_id
 # wallet rows it expects (a full join: what only one side has is found in the same pass),
 # and what does not match is listed in ``findings``. {after}, {upto}, {head} are integers
 # and the {..._transit} times quoted ledger timestamps, checked before formatting;
-# {kind_only} limits ANALYZE to one column where the database can.
+# {kind_only} limits ANALYZE to one column where the database can; {per_wager} is
+# _PER_WAGER.
 _COMPARE: Final = (
     # A temporary table has no statistics until asked; the joins need its size, no more.
     "ANALYZE wallet_tx{kind_only}",
-    # -- repeats: the wallet rows after the first of their movement (a message_id applied
-    # again, a wager debited again), in (occurred_at, line) order; ordered only where a
-    # movement has more than one row
+    # -- repeats: the wallet rows after the first of their movement, in (occurred_at, line)
+    # order; ordered only where a movement has more than one row. A result is applied once:
+    # by one row, or by one refund per wager; whichever its first row is, a row for the
+    # result after it, or for a wager already refunded, is applied again. A wager is
+    # debited once.
     """CREATE TEMP TABLE repeats AS
        SELECT line FROM (
-           SELECT line, ROW_NUMBER() OVER (PARTITION BY message_id
-                                           ORDER BY occurred_at, line) AS n
-           FROM wallet_tx
-           WHERE kind <> 'debit' AND message_id IN (
-               SELECT message_id FROM wallet_tx WHERE kind <> 'debit'
-               GROUP BY message_id HAVING count(*) > 1)
-           UNION ALL
+           SELECT line, per_wager,
+                  ROW_NUMBER() OVER (PARTITION BY message_id ORDER BY occurred_at, line) AS n,
+                  FIRST_VALUE(per_wager) OVER (PARTITION BY message_id
+                                               ORDER BY occurred_at, line) AS first_per_wager,
+                  ROW_NUMBER() OVER (PARTITION BY message_id, bet_id
+                                     ORDER BY occurred_at, line) AS m
+           FROM (SELECT line, message_id, bet_id, occurred_at, {per_wager} AS per_wager
+                 FROM wallet_tx
+                 WHERE kind <> 'debit' AND message_id IN (
+                     SELECT message_id FROM wallet_tx WHERE kind <> 'debit'
+                     GROUP BY message_id HAVING count(*) > 1)) AS applied
+       ) AS numbered
+       WHERE n > 1 AND (first_per_wager = 0 OR per_wager = 0 OR m > 1)
+       UNION ALL
+       SELECT line FROM (
            SELECT line, ROW_NUMBER() OVER (PARTITION BY table_id, round_id, bet_id
                                            ORDER BY occurred_at, line) AS n
            FROM wallet_tx
@@ -369,6 +389,15 @@ _COMPARE: Final = (
                GROUP BY table_id, round_id, bet_id HAVING count(*) > 1)
        ) AS numbered
        WHERE n > 1""",
+    # -- the refunds of a result wager by wager (the first of each wager), and the results
+    # the wallet applied so
+    """CREATE TEMP TABLE wager_refunds AS
+       SELECT line, transaction_id, message_id, table_id, round_id, bet_id, player_id,
+              currency, amount, occurred_at
+       FROM wallet_tx
+       WHERE {per_wager} = 1 AND line NOT IN (SELECT line FROM repeats)""",
+    "CREATE INDEX wager_refunds__message_bet ON wager_refunds (message_id, bet_id)",
+    "CREATE TEMP TABLE refunded_per_wager AS SELECT DISTINCT message_id FROM wager_refunds",
     """CREATE TEMP TABLE findings (kind text, movement text, line bigint,
        transaction_id text, message_id text, table_id text, round_id text, bet_id text,
        player_id text, wallet_currency text, wallet_amount bigint, ledger_currency text,
@@ -388,7 +417,7 @@ _COMPARE: Final = (
                    WHEN ledger_amount <> wallet_amount THEN 'amount_mismatch'
                    ELSE 'matched' END AS verdict
        FROM (
-           SELECT c.line, c.transaction_id, c.n, c.occurred_at,
+           SELECT c.line, c.transaction_id, c.n, c.occurred_at, c.bet_id,
                   COALESCE(c.kind, CASE r.status WHEN 'voided' THEN 'refund'
                                    ELSE 'credit' END) AS movement,
                   COALESCE(c.message_id, r.message_id) AS message_id,
@@ -396,14 +425,52 @@ _COMPARE: Final = (
                   c.currency AS wallet_currency, c.amount AS wallet_amount,
                   r.table_id, r.round_id, r.currency AS ledger_currency,
                   r.returned + r.refunded AS ledger_amount, r.position, r.settled_at, r.status
-           FROM (SELECT line, transaction_id, kind, message_id, player_id, currency, amount,
-                        occurred_at,
-                        CASE WHEN line IN (SELECT line FROM repeats) THEN 2 ELSE 1 END AS n
-                 FROM wallet_tx WHERE kind <> 'debit' AND message_id IS NOT NULL) AS c
+           FROM (SELECT * FROM (
+                     SELECT line, transaction_id, kind, message_id, bet_id, player_id, currency,
+                            amount, occurred_at, {per_wager} AS per_wager,
+                            CASE WHEN line IN (SELECT line FROM repeats) THEN 2 ELSE 1 END AS n
+                     FROM wallet_tx WHERE kind <> 'debit' AND message_id IS NOT NULL) AS a
+                 WHERE per_wager = 0 OR n > 1) AS c
            FULL JOIN results r ON r.message_id = c.message_id AND r.position <= {head}
        ) AS x
        WHERE line IS NOT NULL
-          OR (position > {after} AND position <= {upto} AND ledger_amount > 0)""",
+          OR (position > {after} AND position <= {upto} AND ledger_amount > 0
+              AND message_id NOT IN (SELECT message_id FROM refunded_per_wager))""",
+    # -- refunds wager by wager against each wager's line of its result; the wagers of a
+    # result refunded so that the wallet did not refund
+    """CREATE TEMP TABLE refund_checks AS
+       SELECT x.*,
+              CASE WHEN line IS NULL AND settled_at > {credit_transit} THEN 'in_transit'
+                   WHEN line IS NULL THEN 'missing_in_wallet'
+                   WHEN position IS NULL THEN 'unknown_to_ledger'
+                   WHEN position <= {after} THEN 'earlier'
+                   WHEN position > {upto} THEN 'later'
+                   WHEN ledger_currency <> wallet_currency THEN 'currency_mismatch'
+                   WHEN ledger_amount <> wallet_amount THEN 'amount_mismatch'
+                   ELSE 'matched' END AS verdict
+       FROM (
+           SELECT c.line, c.transaction_id, c.occurred_at, c.message_id, c.bet_id,
+                  COALESCE(r.table_id, c.table_id) AS table_id,
+                  COALESCE(r.round_id, c.round_id) AS round_id,
+                  COALESCE(r.player_id, c.player_id) AS player_id,
+                  c.currency AS wallet_currency, c.amount AS wallet_amount,
+                  r.currency AS ledger_currency, wr.returned AS ledger_amount, wr.position,
+                  r.settled_at, r.status,
+                  CASE WHEN r.message_id IS NULL THEN 0 ELSE 1 END AS known_result
+           FROM wager_refunds c
+           LEFT JOIN results r ON r.message_id = c.message_id AND r.position <= {head}
+           LEFT JOIN wager_results wr ON wr.message_id = r.message_id AND wr.bet_id = c.bet_id
+           UNION ALL
+           SELECT NULL, NULL, NULL, wr.message_id, wr.bet_id, r.table_id, r.round_id,
+                  r.player_id, NULL, NULL, r.currency, wr.returned, wr.position, r.settled_at,
+                  r.status, 1
+           FROM refunded_per_wager f
+           JOIN results r ON r.message_id = f.message_id
+           JOIN wager_results wr ON wr.message_id = r.message_id
+           LEFT JOIN wager_refunds c ON c.message_id = wr.message_id AND c.bet_id = wr.bet_id
+           WHERE c.line IS NULL AND wr.returned > 0
+             AND r.position > {after} AND r.position <= {upto}
+       ) AS x""",
     # -- debits against the wagers
     """CREATE TEMP TABLE debit_checks AS
        SELECT x.*,
@@ -455,6 +522,7 @@ _COMPARE: Final = (
                                  ORDER BY occurred_at, line) AS k
        FROM debit_checks
        WHERE line IS NOT NULL AND verdict IN ('debit_without_wager', 'in_transit')""",
+    "CREATE INDEX unaccounted_debits__wager ON unaccounted_debits (table_id, round_id, bet_id)",
     """CREATE TEMP TABLE stake_refunds AS
        SELECT r.*, u.line AS debit_line
        FROM (SELECT line, transaction_id, table_id, round_id, bet_id, player_id, currency,
@@ -466,7 +534,7 @@ _COMPARE: Final = (
               ON u.table_id = r.table_id AND u.round_id = r.round_id AND u.bet_id = r.bet_id
              AND u.currency = r.currency AND u.amount = r.amount AND u.k = r.k""",
     f"""INSERT INTO findings ({_FINDINGS_COLUMNS})
-       SELECT verdict, movement, line, transaction_id, message_id, table_id, round_id, NULL,
+       SELECT verdict, movement, line, transaction_id, message_id, table_id, round_id, bet_id,
               player_id, wallet_currency, wallet_amount, ledger_currency, ledger_amount,
               position, COALESCE(occurred_at, settled_at),
               CASE WHEN line IS NULL AND status = 'voided' THEN 'round voided'
@@ -478,6 +546,20 @@ _COMPARE: Final = (
               CASE WHEN verdict IN ('amount_mismatch', 'currency_mismatch')
                      OR line IS NULL THEN ledger_amount ELSE 0 END
        FROM credit_checks
+       WHERE verdict NOT IN ('matched', 'earlier', 'later')""",
+    f"""INSERT INTO findings ({_FINDINGS_COLUMNS})
+       SELECT verdict, 'refund', line, transaction_id, message_id, table_id, round_id, bet_id,
+              player_id, wallet_currency, wallet_amount, ledger_currency, ledger_amount,
+              position, COALESCE(occurred_at, settled_at),
+              CASE WHEN line IS NULL THEN 'round voided; the wallet refunded its other wagers'
+                   WHEN verdict = 'unknown_to_ledger' AND known_result = 1
+                        THEN 'no such wager in this result'
+                   WHEN verdict = 'unknown_to_ledger' THEN 'no such result in the ledger'
+                   ELSE NULL END,
+              COALESCE(wallet_amount, 0),
+              CASE WHEN verdict IN ('amount_mismatch', 'currency_mismatch')
+                     OR line IS NULL THEN ledger_amount ELSE 0 END
+       FROM refund_checks
        WHERE verdict NOT IN ('matched', 'earlier', 'later')""",
     f"""INSERT INTO findings ({_FINDINGS_COLUMNS})
        SELECT verdict, 'debit', line, transaction_id, NULL, table_id, round_id, bet_id,
@@ -505,6 +587,9 @@ _COMPARE: Final = (
 _COUNTED: Final = """
     SELECT verdict, movement, wallet_currency, count(*), sum(wallet_amount) FROM credit_checks
     WHERE verdict IN ('matched', 'earlier', 'later') GROUP BY verdict, movement, wallet_currency
+    UNION ALL
+    SELECT verdict, 'refund', wallet_currency, count(*), sum(wallet_amount) FROM refund_checks
+    WHERE verdict IN ('matched', 'earlier', 'later') GROUP BY verdict, wallet_currency
     UNION ALL
     SELECT verdict, 'debit', wallet_currency, count(*), sum(wallet_amount) FROM debit_checks
     WHERE verdict IN ('matched', 'earlier', 'later') GROUP BY verdict, wallet_currency
