@@ -16,6 +16,16 @@ CROUPIER_PLAYER_TOKEN_    HS256 secret of players' JWTs (web)             none
 CROUPIER_PLAYER_TOKEN_    the operator's PEM public key (or a file) for   none
   PUBLIC_KEY              players' RS256/ES256/EdDSA JWTs (web)
 CROUPIER_STAFF_KEYS       staff keys and roles, JSON text or a file (web) none
+CROUPIER_WEB_TOKEN_       the ``iss`` and ``aud`` players' JWTs must      none (not
+  ISSUER, _AUDIENCE       carry (web; both optional)                      checked)
+CROUPIER_WEB_FRAME_       origins that may frame the pages, e.g.          none: no
+  ANCESTORS               ``https://casino.example`` (web)                framing
+CROUPIER_WEB_SESSION_     HMAC secret of staff session cookies, at least  made at start
+  SECRET                  32 bytes (web)
+CROUPIER_STAFF_SSO_       the operator's SSO PEM public key (or a file):  none
+  PUBLIC_KEY              staff may sign in with its tokens (web)
+CROUPIER_STAFF_SSO_       the ``aud`` the SSO tokens carry (web)          croupier-staff
+  AUDIENCE
 CROUPIER_HELD_TIMEOUT     seconds an event waits for a seq gap to fill,   300
                           then it is rejected (held_timeout)
 CROUPIER_ROUND_TIMEOUT    seconds a round stays open before Croupier      3600
@@ -36,6 +46,7 @@ from pydantic import AfterValidator, BeforeValidator, Field, SecretStr, Validati
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from croupier.errors import CommandError
+from croupier.history.headers import parse_frame_ancestors
 from croupier.ledger import LEASE_LIMIT
 from croupier.urls import check_amqp_url, mask_secrets, parse_ledger_url
 
@@ -51,6 +62,11 @@ LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 def _ledger_url(url: str) -> str:
     parse_ledger_url(url)
     return url
+
+
+def _frame_ancestors(value: str | None) -> str | None:
+    parse_frame_ancestors(value)
+    return value
 
 
 def _upper(value: object) -> object:
@@ -103,6 +119,25 @@ class Settings(BaseSettings):
     )
     staff_keys: str | None = Field(
         None, description="staff keys (SHA-256) and roles: JSON text or a file (web)"
+    )
+
+    web_token_issuer: str | None = Field(
+        None, description="the iss players' JWTs must carry (web; unset: not checked)"
+    )
+    web_token_audience: str | None = Field(
+        None, description="the aud players' JWTs must carry (web; unset: not checked)"
+    )
+    web_frame_ancestors: Annotated[str | None, AfterValidator(_frame_ancestors)] = Field(
+        None, description="origins that may frame the pages, space-separated (web; unset: none)"
+    )
+    web_session_secret: SecretStr | None = Field(
+        None, description="HMAC secret of staff session cookies, at least 32 bytes (web)"
+    )
+    staff_sso_public_key: str | None = Field(
+        None, description="the operator's SSO PEM public key, or its file: staff sign-on (web)"
+    )
+    staff_sso_audience: str = Field(
+        "croupier-staff", description="the aud the operator's staff SSO tokens carry (web)"
     )
 
     @property

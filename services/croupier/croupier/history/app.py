@@ -7,35 +7,56 @@ Routes (no route writes; the database role it runs as can only read):
 - ``GET /v1/players/{player_id}/rounds``: a player's rounds, newest first, paginated;
 - ``GET /v1/tables/{table_id}/rounds``: a table's rounds (staff);
 - ``GET /history``, ``GET /history/rounds/{table_id}/{round_id}``: the player's pages
-  (token in ``?token=``); staff open the round page with their ``X-Staff-Key`` header and
-  see what their role grants (every player's wagers; rejections and hashes for compliance);
+  (token in ``?token=``); staff open the round page signed in (a session cookie, or their
+  ``X-Staff-Key`` header) and see what their role grants (every player's wagers;
+  rejections and hashes for compliance); a round page opened with neither a token nor a
+  staff credential goes to the staff sign-in;
+- ``GET``/``POST /staff/login``, ``POST /staff/logout``, ``GET /staff/open``: staff sign-in
+  from a browser (:mod:`croupier.history.staff`);
 - ``GET /openapi.json``, ``/healthz``, ``/readyz``.
 
 Players authenticate with ``Authorization: Bearer <JWT>``, staff with ``X-Staff-Key``
 (:mod:`croupier.history.auth`). Missing, expired or forged credentials get 401. A round
-or player the caller may not see gets the same 404 as one that does not exist.
+or player the caller may not see gets the same 404 as one that does not exist, and so
+does an id that cannot be one (a control character, too long).
+
+Every bad request is answered 4xx; nothing a caller sends reaches a 500. Every response,
+a 500 included, carries the security headers and framing policy of
+:mod:`croupier.history.headers`.
 """
 
 from __future__ import annotations
 
+import hmac
 import json
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Annotated, Any, Final
+from urllib.parse import parse_qs, quote, urlsplit
 
 import jinja2
+import structlog
 from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from fastapi.responses import (
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    Response,
+)
 from fastapi.security import APIKeyHeader
 from fastapi.templating import Jinja2Templates
+from starlette.datastructures import MutableHeaders
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from contract.feed import ROUND_ID_PATTERN, TABLE_ID_PATTERN
 from croupier.history import render
-from croupier.history.auth import Authenticator, Unauthorized
+from croupier.history.auth import PLAYER_ID_PATTERN, Authenticator, Unauthorized
+from croupier.history.headers import security_headers
 from croupier.history.models import (
     PlayerRound,
     PlayerRounds,
@@ -44,6 +65,14 @@ from croupier.history.models import (
     TableRounds,
 )
 from croupier.history.recall import for_viewer, recall
+from croupier.history.staff import (
+    LOGIN_COOKIE,
+    MAX_FORM_BYTES,
+    SESSION_COOKIE,
+    SignInRefused,
+    StaffSignIn,
+    new_form_token,
+)
 from croupier.history.store import MAX_PAGE, BadCursor, Cursor, HistoryStore, StoredRound
 from croupier.history.viewer import Viewer
 
@@ -51,12 +80,9 @@ VERSION: Final = "1.0.0"
 NOT_FOUND: Final = "round not found"
 DEFAULT_PAGE: Final = 20
 _TEMPLATES: Final = Path(__file__).parent / "templates"
-_SECURITY_HEADERS: Final = {
-    "Cache-Control": "no-store",
-    "Referrer-Policy": "no-referrer",  # page URLs carry the player's token
-    "X-Content-Type-Options": "nosniff",
-    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'",
-}
+_TABLE_ID: Final = re.compile(TABLE_ID_PATTERN)
+_ROUND_ID: Final = re.compile(ROUND_ID_PATTERN)
+log = structlog.get_logger("croupier.web")
 
 _staff_key = APIKeyHeader(
     name="X-Staff-Key", auto_error=False, description="a staff key the operator configured"
@@ -94,6 +120,26 @@ async def _api_viewer(request: Request) -> Viewer:
 ApiViewer = Annotated[Viewer, Depends(_api_viewer)]
 
 
+class SecurityHeaders:
+    """ASGI middleware: sets ``headers`` on every HTTP response that passes through it."""
+
+    def __init__(self, app: ASGIApp, headers: Mapping[str, str]) -> None:
+        self.app = app
+        self.headers = dict(headers)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                MutableHeaders(scope=message).update(self.headers)
+            await send(message)
+
+        await self.app(scope, receive, sending)
+
+
 class NotFound(Exception):
     """Answered with 404 and nothing more."""
 
@@ -102,8 +148,13 @@ def create_app(
     store: HistoryStore,
     auth: Authenticator,
     on_shutdown: Callable[[], Awaitable[None]] | None = None,
+    *,
+    frame_ancestors: Sequence[str] = (),
+    staff_sign_in: StaffSignIn | None = None,
 ) -> FastAPI:
-    """The application over ``store``, admitting whom ``auth`` admits."""
+    """The application over ``store``, admitting whom ``auth`` admits; the pages may be
+    framed by ``frame_ancestors`` only; staff sign in through ``staff_sign_in`` (default:
+    sessions signed with a secret made now)."""
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -122,10 +173,13 @@ def create_app(
         docs_url=None,
         redoc_url=None,
     )
+    headers = security_headers(frame_ancestors)
+    app.add_middleware(SecurityHeaders, headers=headers)
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(_TEMPLATES), autoescape=True)
     render.install(env)
     templates = Jinja2Templates(env=env)
     errors: dict[int | str, dict[str, Any]] = {401: {"model": Problem}, 404: {"model": Problem}}
+    sign_in = staff_sign_in or StaffSignIn(auth)
 
     app.state.auth = auth
 
@@ -133,33 +187,41 @@ def create_app(
     async def unauthorized(request: Request, error: Unauthorized) -> Response:
         if request.url.path.startswith("/history"):
             return _page(templates, request, "error.html", 401, title="Sign in again", error=error)
-        headers = {"WWW-Authenticate": 'Bearer realm="croupier"', **_SECURITY_HEADERS}
-        return JSONResponse({"detail": str(error)}, 401, headers=headers)
+        challenge = {"WWW-Authenticate": 'Bearer realm="croupier"'}
+        return JSONResponse({"detail": str(error)}, 401, headers=challenge)
 
     @app.exception_handler(NotFound)
     async def not_found(request: Request, _: NotFound) -> Response:
         if request.url.path.startswith("/history"):
             return _page(templates, request, "error.html", 404, title="Not found", error=NOT_FOUND)
-        return JSONResponse({"detail": NOT_FOUND}, 404, headers=_SECURITY_HEADERS)
+        return JSONResponse({"detail": NOT_FOUND}, 404)
 
     @app.exception_handler(BadCursor)
-    async def bad_cursor(_: Request, error: BadCursor) -> Response:
-        return JSONResponse({"detail": str(error)}, 400, headers=_SECURITY_HEADERS)
+    async def bad_cursor(request: Request, error: BadCursor) -> Response:
+        if request.url.path.startswith("/history"):
+            return _page(templates, request, "error.html", 400, title="Not found", error=error)
+        return JSONResponse({"detail": str(error)}, 400)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, error: RequestValidationError) -> Response:
         detail = "; ".join(
             f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in error.errors()[:5]
         )
-        return JSONResponse({"detail": detail}, 422, headers=_SECURITY_HEADERS)
+        return JSONResponse({"detail": detail}, 422)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_: Request, error: StarletteHTTPException) -> Response:
         return JSONResponse({"detail": str(error.detail)}, error.status_code)
 
+    @app.exception_handler(Exception)
+    async def fault(request: Request, error: Exception) -> Response:
+        """A fault of the service, not of the request: logged; the headers still go out."""
+        log.error("request failed", path=request.url.path[:200], exc_info=error)
+        return JSONResponse({"detail": "internal error"}, 500, headers=headers)
+
     async def recalled(viewer: Viewer, table_id: str, round_id: str) -> str | RoundRecall:
         """A player's stored recall (JSON text), or staff's cut of the round folded now."""
-        if not (_matches(TABLE_ID_PATTERN, table_id) and _matches(ROUND_ID_PATTERN, round_id)):
+        if not (_TABLE_ID.fullmatch(table_id) and _ROUND_ID.fullmatch(round_id)):
             raise NotFound
         if viewer.player_id is not None:
             document = await store.player_recall(table_id, round_id, viewer.player_id)
@@ -176,6 +238,8 @@ def create_app(
     ) -> tuple[list[StoredRound], str | None]:
         if viewer.player_id is not None and viewer.player_id != player_id:
             raise NotFound
+        if not PLAYER_ID_PATTERN.fullmatch(player_id):
+            raise NotFound  # no player has that id
         before = Cursor.decode(cursor) if cursor else None
         rows = await store.player_rounds(player_id, limit + 1, before)
         more = len(rows) > limit
@@ -223,7 +287,7 @@ def create_app(
     async def get_table_rounds(
         viewer: ApiViewer, table_id: str, limit: Limit = DEFAULT_PAGE, cursor: CursorText = None
     ) -> Any:
-        if not viewer.is_staff:
+        if not viewer.is_staff or not _TABLE_ID.fullmatch(table_id):
             raise NotFound
         before = Cursor.decode(cursor) if cursor else None
         rows = await store.table_rounds(table_id, limit + 1, before)
@@ -259,11 +323,21 @@ def create_app(
         round_id: str,
         token: str | None = None,
     ) -> Response:
-        viewer = auth.staff(staff_key) if staff_key is not None else auth.player(token)
+        session = request.cookies.get(SESSION_COOKIE)
+        if staff_key is not None:
+            viewer = auth.staff(staff_key)
+        elif token is not None:
+            viewer = auth.player(token)
+        else:  # a link without a player's token: a member of staff opening a round
+            try:
+                viewer = sign_in.viewer(session)
+            except Unauthorized:
+                return RedirectResponse(f"/staff/login?next={quote(request.url.path)}", 303)
         found = await recalled(viewer, table_id, round_id)
         shown = RoundRecall.model_validate_json(found) if isinstance(found, str) else found
         staff = viewer if viewer.is_staff else None
         title = f"Round {round_id}"
+        signed_in = staff is not None and staff_key is None and token is None
         return _page(
             templates,
             request,
@@ -273,7 +347,100 @@ def create_app(
             round=shown,
             token=token,
             staff=staff,
+            sign_out=sign_in.logout_token(session) if signed_in and session else None,
         )
+
+    def login_page(
+        request: Request, status: int, next_page: str, error: str | None = None
+    ) -> Response:
+        form_token = new_form_token()
+        session = request.cookies.get(SESSION_COOKIE)
+        try:
+            signed_in = sign_in.viewer(session) if session else None
+        except Unauthorized:
+            signed_in = None
+        response = _page(
+            templates,
+            request,
+            "login.html",
+            status,
+            title="Staff sign-in",
+            form_token=form_token,
+            next_page=next_page,
+            error=error,
+            sso=sign_in.sso_public_key is not None,
+            signed_in=signed_in,
+            sign_out=sign_in.logout_token(session) if signed_in and session else None,
+        )
+        response.set_cookie(
+            LOGIN_COOKIE, form_token, max_age=1800, path="/", secure=True, httponly=True,
+            samesite="strict",
+        )  # fmt: skip
+        return response
+
+    @app.get("/staff/login", response_class=HTMLResponse, include_in_schema=False)
+    async def login_form(
+        request: Request, next_page: Annotated[str | None, Query(alias="next")] = None
+    ) -> Response:
+        return login_page(request, 200, _next_page(next_page))
+
+    @app.post("/staff/login", response_class=HTMLResponse, include_in_schema=False)
+    async def login(request: Request) -> Response:
+        client = request.client.host if request.client else "unknown"
+        form = await _form(request)
+        next_page = _next_page(form.get("next"))
+        wait = sign_in.limiter.attempt(client)
+        if wait > 0:
+            log.warning("staff sign-in", outcome="limited", client=client)
+            response = login_page(request, 429, next_page, "Too many sign-in attempts: wait.")
+            response.headers["Retry-After"] = str(max(1, round(wait)))
+            return response
+        try:
+            _same_origin(request)
+            expected = request.cookies.get(LOGIN_COOKIE) or ""
+            if not (expected and _equal(form.get("form_token", ""), expected)):
+                raise SignInRefused("the sign-in form has expired: sign in again", 403)
+            if form.get("sso_token"):
+                viewer, session = sign_in.with_sso(form["sso_token"])
+            else:
+                viewer, session = sign_in.with_key(form.get("key", ""))
+        except (Unauthorized, SignInRefused) as error:
+            status = error.status if isinstance(error, SignInRefused) else 401
+            log.warning("staff sign-in", outcome="refused", client=client, reason=str(error))
+            return login_page(request, status, next_page, "Sign-in refused: " + str(error))
+        log.info(
+            "staff sign-in", outcome="ok", client=client, staff=viewer.staff_name, role=viewer.role
+        )
+        response = RedirectResponse(next_page, 303)
+        response.set_cookie(
+            SESSION_COOKIE, session, max_age=sign_in.lifetime, path="/", secure=True,
+            httponly=True, samesite="lax",
+        )  # fmt: skip
+        response.delete_cookie(LOGIN_COOKIE, path="/", secure=True, httponly=True)
+        return response
+
+    @app.post("/staff/logout", include_in_schema=False)
+    async def logout(request: Request) -> Response:
+        form = await _form(request)
+        session = request.cookies.get(SESSION_COOKIE)
+        _same_origin(request)
+        if not session or not _equal(form.get("form_token", ""), sign_in.logout_token(session)):
+            raise SignInRefused("sign out from the page that shows you signed in", 403)
+        response = RedirectResponse("/staff/login", 303)
+        response.delete_cookie(SESSION_COOKIE, path="/", secure=True, httponly=True)
+        return response
+
+    @app.get("/staff/open", include_in_schema=False)
+    async def open_round(
+        table: str = "", round_id: Annotated[str, Query(alias="round")] = ""
+    ) -> Response:
+        if not (_TABLE_ID.fullmatch(table) and _ROUND_ID.fullmatch(round_id)):
+            raise SignInRefused("a table id and a round id, as the round's page shows them", 400)
+        return RedirectResponse(f"/history/rounds/{quote(table)}/{quote(round_id)}", 303)
+
+    @app.exception_handler(SignInRefused)
+    async def refused(request: Request, error: SignInRefused) -> Response:
+        return _page(templates, request, "error.html", error.status, title="Staff", error=error)
 
     schema = app.openapi
 
@@ -307,7 +474,7 @@ def openapi_document() -> dict[str, Any]:
 
 
 def _json(text: str) -> Response:
-    return Response(text, media_type="application/json", headers=_SECURITY_HEADERS)
+    return Response(text, media_type="application/json")
 
 
 def _text(value: str | None) -> str:
@@ -323,10 +490,38 @@ def _for_staff(found: RoundRecall, viewer: Viewer) -> RoundRecall:
 def _page(
     templates: Jinja2Templates, request: Request, name: str, status: int, **context: Any
 ) -> Response:
-    response = templates.TemplateResponse(request, name, context, status_code=status)
-    response.headers.update(_SECURITY_HEADERS)
-    return response
+    return templates.TemplateResponse(request, name, context, status_code=status)
 
 
-def _matches(pattern: str, text: str) -> bool:
-    return re.match(pattern, text) is not None
+_ROUND_PAGE: Final = re.compile(r"/history/rounds/[A-Za-z0-9_-]{1,64}/[A-Za-z0-9_.:%-]{1,384}")
+
+
+def _next_page(text: str | None) -> str:
+    """Where a sign-in goes on to: a round page of this site, or the sign-in page itself
+    (never another site: the form's ``next`` is whatever a link said)."""
+    return text if text and _ROUND_PAGE.fullmatch(text) else "/staff/login"
+
+
+async def _form(request: Request) -> dict[str, str]:
+    """A small URL-encoded form's fields (the first value of each); too large is 413."""
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_FORM_BYTES:
+            raise SignInRefused("the form is too large", 413)
+    try:
+        fields = parse_qs(body.decode(), max_num_fields=10, strict_parsing=False)
+    except (UnicodeDecodeError, ValueError):
+        raise SignInRefused("the form is not URL-encoded text", 400) from None
+    return {name: values[0] for name, values in fields.items()}
+
+
+def _same_origin(request: Request) -> None:
+    """Refuses a POST another site's page sent (its ``Origin`` names another host)."""
+    origin = request.headers.get("origin")
+    if origin is not None and urlsplit(origin).netloc != request.headers.get("host"):
+        raise SignInRefused("a sign-in from another site", 403)
+
+
+def _equal(given: str, expected: str) -> bool:
+    return hmac.compare_digest(given.encode(), expected.encode())

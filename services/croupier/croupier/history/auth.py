@@ -6,7 +6,11 @@ Players
     when the operator configures the public key (``CROUPIER_PLAYER_TOKEN_PUBLIC_KEY``: PEM
     text or a file; RS256, ES256 or EdDSA). PyJWT verifies: a token is refused unless its
     signature checks with the key of the algorithm its header names, ``exp`` is in the
-    future and ``sub`` is a player id. The HMAC secret is never tried for an asymmetric
+    future and ``sub`` is a player id (the whole claim: no control character, a trailing
+    newline included). When the operator names this service's issuer and audience
+    (``CROUPIER_WEB_TOKEN_ISSUER``, ``CROUPIER_WEB_TOKEN_AUDIENCE``), a token must carry
+    both ``iss`` and ``aud`` and they must match: a token the same secret signed for
+    another purpose is refused. The HMAC secret is never tried for an asymmetric
     algorithm, nor the public key as an HMAC secret. A token verified once is remembered
     (up to ``KNOWN_TOKENS`` of them) with its ``exp``: the same text presented again is
     the same token, admitted without the signature check until ``exp``, never after.
@@ -42,7 +46,7 @@ from croupier.history.viewer import Grant, Viewer
 MAX_TOKEN_CHARS: Final = 4096
 MAX_KEY_CHARS: Final = 256
 KNOWN_TOKENS: Final = 50_000
-PLAYER_ID_PATTERN: Final = re.compile(r"^[^\x00-\x1f\x7f]{1,128}$")
+PLAYER_ID_PATTERN: Final = re.compile(r"[^\x00-\x1f\x7f]{1,128}")  # fullmatch: no "$"
 ASYMMETRIC: Final = ("RS256", "ES256", "EdDSA")
 DEFAULT_ROLES: Final = {
     "support": frozenset(),
@@ -75,6 +79,8 @@ class Authenticator:
     public_key: str | None = None
     staff_keys: tuple[StaffKey, ...] = ()
     roles: dict[str, frozenset[Grant]] | None = None
+    issuer: str | None = None
+    audience: str | None = None
     clock: Callable[[], float] = time.time
     _known: dict[str, tuple[Viewer, float]] = field(
         default_factory=dict, init=False, repr=False, compare=False
@@ -106,14 +112,19 @@ class Authenticator:
             algorithm = jwt.get_unverified_header(token).get("alg")
             key = self._key_for(algorithm)
             claims = jwt.decode(
-                token, key, algorithms=[str(algorithm)], options={"require": ["exp", "sub"]}
+                token,
+                key,
+                algorithms=[str(algorithm)],
+                options={"require": self._required},
+                issuer=self.issuer,
+                audience=self.audience,
             )
         except jwt.ExpiredSignatureError:
             raise Unauthorized("the token has expired") from None
         except jwt.PyJWTError:
             raise Unauthorized("the token is not valid") from None
         subject = claims["sub"]
-        if not isinstance(subject, str) or not PLAYER_ID_PATTERN.match(subject):
+        if not isinstance(subject, str) or not PLAYER_ID_PATTERN.fullmatch(subject):
             raise Unauthorized("the token names no player")
         viewer = Viewer(player_id=subject)
         if len(self._known) >= KNOWN_TOKENS:
@@ -123,6 +134,11 @@ class Authenticator:
 
     def staff(self, key: str | None) -> Viewer:
         """The staff member a key belongs to; raises :class:`Unauthorized` otherwise."""
+        found = self.staff_key(key)
+        return Viewer(role=found.role, staff_name=found.name, grants=self.grants[found.role])
+
+    def staff_key(self, key: str | None) -> StaffKey:
+        """The configured key ``key`` is; raises :class:`Unauthorized` otherwise."""
         if not key or len(key) > MAX_KEY_CHARS:
             raise Unauthorized("a staff key is required")
         digest = hashlib.sha256(key.encode()).digest()
@@ -132,8 +148,21 @@ class Authenticator:
                 found = staff
         if found is None:
             raise Unauthorized("unknown staff key")
-        grants = (self.roles or DEFAULT_ROLES)[found.role]
-        return Viewer(role=found.role, staff_name=found.name, grants=grants)
+        return found
+
+    @property
+    def grants(self) -> dict[str, frozenset[Grant]]:
+        """Each staff role's grants."""
+        return self.roles or DEFAULT_ROLES
+
+    @property
+    def _required(self) -> list[str]:
+        claims = ["exp", "sub"]
+        if self.issuer is not None:
+            claims.append("iss")
+        if self.audience is not None:
+            claims.append("aud")
+        return claims
 
     def _key_for(self, algorithm: object) -> Any:
         if algorithm == "HS256" and self.token_secret is not None:
@@ -144,19 +173,31 @@ class Authenticator:
 
 
 def load_authenticator(
-    secret: str | None, public_key: str | None, staff_keys: str | None
+    secret: str | None,
+    public_key: str | None,
+    staff_keys: str | None,
+    issuer: str | None = None,
+    audience: str | None = None,
 ) -> Authenticator:
-    """An authenticator from the three settings' values (``None`` when unset)."""
+    """An authenticator from the settings' values (``None`` when unset)."""
     if not secret and not public_key:
         raise AuthConfigError(
             "set CROUPIER_PLAYER_TOKEN_SECRET (at least 32 bytes) or "
             "CROUPIER_PLAYER_TOKEN_PUBLIC_KEY so that players can sign in"
         )
-    pem = _text_or_file(public_key, "CROUPIER_PLAYER_TOKEN_PUBLIC_KEY") if public_key else None
-    if pem is not None and "BEGIN PUBLIC KEY" not in pem:
-        raise AuthConfigError("CROUPIER_PLAYER_TOKEN_PUBLIC_KEY must be a PEM public key")
+    pem = load_pem(public_key, "CROUPIER_PLAYER_TOKEN_PUBLIC_KEY") if public_key else None
     keys, roles = parse_staff_keys(staff_keys) if staff_keys else ((), None)
-    return Authenticator(secret.encode() if secret else None, pem, keys, roles)
+    return Authenticator(
+        secret.encode() if secret else None, pem, keys, roles, issuer or None, audience or None
+    )
+
+
+def load_pem(setting: str, name: str) -> str:
+    """A PEM public key given as text or as a file (``name``: the setting, for errors)."""
+    pem = _text_or_file(setting, name)
+    if "BEGIN PUBLIC KEY" not in pem:
+        raise AuthConfigError(f"{name} must be a PEM public key")
+    return pem
 
 
 def parse_staff_keys(setting: str) -> tuple[tuple[StaffKey, ...], dict[str, frozenset[Grant]]]:

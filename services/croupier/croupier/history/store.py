@@ -23,6 +23,8 @@ from croupier.history.models import TableRound
 from croupier.ledger import RecordedEvent
 
 MAX_PAGE: Final = 100
+#: Ledger positions are 64-bit signed integers; a cursor past the last one names no row.
+MAX_POSITION: Final = 2**63 - 1
 
 
 class BadCursor(ValueError):
@@ -50,7 +52,11 @@ class Cursor:
             cursor = cls(int(position), currency)
         except (ValueError, binascii.Error, UnicodeDecodeError):
             raise BadCursor(f"cursor {text[:40]!r} is not one this service handed out") from None
-        if cursor.position <= 0 or len(currency) > 3 or (not currency.isalpha() and currency):
+        if (
+            not 0 < cursor.position <= MAX_POSITION
+            or len(currency) > 3
+            or (currency and not (currency.isascii() and currency.isalpha()))
+        ):
             raise BadCursor(f"cursor {text[:40]!r} is not one this service handed out")
         return cursor
 
