@@ -15,6 +15,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 import jwt
 import pytest
+from fastapi import FastAPI
 from history_rounds import boxes_round, jackpot_round, settle, shared_round, voided_round
 from integration.conftest import connect_postgres, scratch_database
 
@@ -60,6 +61,7 @@ class Web:
     client: httpx.AsyncClient
     url: str
     projector: Projector
+    app: FastAPI
 
     def as_player(self, player_id: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {player_token(player_id)}"}
@@ -106,7 +108,7 @@ async def _web(url: str) -> AsyncIterator[Web]:
         transport = httpx.ASGITransport(app=app)
         try:
             async with httpx.AsyncClient(transport=transport, base_url="http://web") as client:
-                yield Web(ledger, store, client, reader_url, projector)
+                yield Web(ledger, store, client, reader_url, projector, app)
         finally:
             await store.close()
 

@@ -152,3 +152,62 @@ def test_a_token_seen_before_is_admitted_until_its_expiry_and_not_after() -> Non
         auth.player(signed)
     with pytest.raises(Unauthorized):
         auth.player(signed)
+
+
+@pytest.mark.parametrize("subject", ["p1\n", "p1\r\n", "\np1", "p\x001", "p1\x7f", "x" * 129])
+def test_a_subject_with_a_control_character_or_too_long_names_no_player(subject: str) -> None:
+    auth = load_authenticator(SECRET, None, None)
+    with pytest.raises(Unauthorized, match="names no player"):
+        auth.player(token({"sub": subject, "exp": soon()}))
+
+
+ISSUER = "https://games.casino.example"
+AUDIENCE = "croupier-history"
+
+
+@pytest.mark.parametrize(
+    "claims",
+    [
+        {},  # a token for another purpose, made with the same secret
+        {"iss": ISSUER},
+        {"aud": AUDIENCE},
+        {"iss": "https://other.example", "aud": AUDIENCE},
+        {"iss": ISSUER, "aud": "wallet"},
+        {"iss": ISSUER, "aud": ["wallet", "bonus"]},
+    ],
+)
+def test_with_issuer_and_audience_configured_a_token_must_carry_both(
+    claims: dict[str, object],
+) -> None:
+    auth = load_authenticator(SECRET, None, None, ISSUER, AUDIENCE)
+    with pytest.raises(Unauthorized, match="not valid"):
+        auth.player(token({"sub": "p1", "exp": soon(), **claims}))
+
+
+def test_a_token_for_this_issuer_and_audience_is_admitted() -> None:
+    auth = load_authenticator(SECRET, None, None, ISSUER, AUDIENCE)
+    claims = {"sub": "p1", "exp": soon(), "iss": ISSUER}
+    assert auth.player(token({**claims, "aud": AUDIENCE})).player_id == "p1"
+    assert auth.player(token({**claims, "aud": [AUDIENCE, "x"]})).player_id == "p1"
+
+
+def test_only_the_issuer_can_be_required() -> None:
+    auth = load_authenticator(SECRET, None, None, ISSUER, None)
+    assert auth.player(token({"sub": "p1", "exp": soon(), "iss": ISSUER})).player_id == "p1"
+    with pytest.raises(Unauthorized):
+        auth.player(token({"sub": "p1", "exp": soon()}))
+
+
+def test_the_issuer_and_audience_come_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from croupier.commands.web import authenticator
+    from croupier.config import load_settings
+
+    monkeypatch.setenv("CROUPIER_PLAYER_TOKEN_SECRET", SECRET)
+    monkeypatch.setenv("CROUPIER_WEB_TOKEN_ISSUER", ISSUER)
+    monkeypatch.setenv("CROUPIER_WEB_TOKEN_AUDIENCE", AUDIENCE)
+    auth = authenticator(load_settings())
+    assert (auth.issuer, auth.audience) == (ISSUER, AUDIENCE)
+    with pytest.raises(Unauthorized):
+        auth.player(token({"sub": "p1", "exp": soon()}))
