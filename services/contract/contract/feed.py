@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Final, Literal, Self
@@ -328,19 +329,34 @@ FEED_EVENT_ADAPTER: TypeAdapter[FeedEvent] = TypeAdapter(FeedEvent)
 # ---------------------------------------------------------------- parsing
 
 
+@dataclass(frozen=True, slots=True)
+class Place:
+    """Where a refused message stands in the feed: its round and its ``seq`` in that round,
+    each valid by the contract (docs/feed.md, "A refused message keeps its place")."""
+
+    table_id: str
+    round_id: str
+    seq: int
+
+
 class ContractError(ValueError):
-    """A feed message breaks the contract; 'str(err)' says what to fix, 'code' which rule."""
+    """A feed message breaks the contract; 'str(err)' says what to fix, 'code' which rule.
+
+    ``place``: the message's round and ``seq`` when those fields are readable and valid.
+    """
 
     def __init__(
         self,
         reasons: list[str],
         event_id: str | None = None,
         code: RejectionCode = RejectionCode.CONTRACT,
+        place: Place | None = None,
     ) -> None:
         super().__init__("; ".join(reasons))
         self.reasons: tuple[str, ...] = tuple(reasons)
         self.event_id = event_id
         self.code = code
+        self.place = place
 
 
 def parse_event(raw: bytes | str) -> FeedEvent:
@@ -361,20 +377,39 @@ def parse_event(raw: bytes | str) -> FeedEvent:
         reasons = [describe_error(error) for error in errors]
         if any(error["type"] == "json_invalid" for error in errors):
             raise ContractError(reasons, None, RejectionCode.NOT_JSON) from None
-        raise ContractError(reasons, _raw_event_id(raw)) from None
+        event_id, place = _readable(raw)
+        raise ContractError(reasons, event_id, place=place) from None
 
 
-def _raw_event_id(raw: bytes | str) -> str | None:
-    """The raw message's 'event_id' if it has a UUID one, for the rejection record."""
+def _readable(raw: bytes | str) -> tuple[str | None, Place | None]:
+    """What a refused message still says validly: its UUID ``event_id``, and its place
+    (``table_id``, ``round_id`` and ``seq``, all three valid), each or None."""
     try:
         data = from_json(raw)  # the same bounded parser: no RecursionError
     except ValueError:
-        return None
-    event_id = data.get("event_id") if isinstance(data, dict) else None
-    return event_id if isinstance(event_id, str) and _UUID.match(event_id) else None
+        return None, None
+    if not isinstance(data, dict):
+        return None, None
+    event_id, table_id, round_id, seq = (
+        data.get(name) for name in ("event_id", "table_id", "round_id", "seq")
+    )
+    place = None
+    if (
+        isinstance(table_id, str)
+        and _TABLE_ID.fullmatch(table_id)
+        and isinstance(round_id, str)
+        and _ROUND_ID.fullmatch(round_id)
+        and type(seq) is int
+        and 1 <= seq <= MAX_SEQ
+    ):
+        place = Place(table_id, round_id, seq)
+    readable_id = event_id if isinstance(event_id, str) and _UUID.fullmatch(event_id) else None
+    return readable_id, place
 
 
 _UUID = re.compile(UUID_PATTERN)
+_TABLE_ID = re.compile(TABLE_ID_PATTERN)
+_ROUND_ID = re.compile(ROUND_ID_PATTERN)
 _ONE_OF = {
     "event_type": EventType,
     "game": Game,

@@ -49,6 +49,14 @@ class Meters:
                 return []
         elif event.event_type is not EventType.ROUND_COMPLETED and not state.held:
             return []
+        return self._unread(state, table)
+
+    def unread_held(self, state: Round) -> list[tuple[str, int]]:
+        """The meters (stream, seed) the events ``state`` holds could settle it against,
+        not read yet: what a refused message that takes its place may release."""
+        return self._unread(state, state.table) if state.held else []
+
+    def _unread(self, state: Round, table: PayTable | None) -> list[tuple[str, int]]:
         if table is None or table.jackpot is None:
             return []
         currencies = {bet.currency for bet in state.bets.values()}

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from contract.feed import FeedEvent
+from contract.feed import FeedEvent, Place
 from croupier.facts import Fact
 from croupier.ledger import Ledger, RecordedEvent
 from croupier.round import HELD, SETTLED, VOIDED, Round, Status, stream_name
@@ -38,10 +38,14 @@ class RoundRepository:
         return [(stream, state, version) for stream, (state, version, _) in self._rounds.items()]
 
     async def load(
-        self, events: Sequence[FeedEvent], rounds: dict[str, Round], versions: dict[str, int]
+        self,
+        events: Sequence[FeedEvent | Place],
+        rounds: dict[str, Round],
+        versions: dict[str, int],
     ) -> list[RecordedEvent]:
-        """Put the round of every event into ``rounds`` (with its version into ``versions``),
-        from memory, else read back from the ledger; the closing facts of those read back."""
+        """Put the round of every event (or refused message's place) into ``rounds``, with
+        its version into ``versions``, from memory, else read back from the ledger; the
+        closing facts of those read back."""
         missing: dict[str, Round] = {}
         for event in events:
             stream = stream_name(event.table_id, event.round_id)

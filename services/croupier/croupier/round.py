@@ -23,7 +23,9 @@ ledger is the round that was written. What it enforces (docs/feed.md, docs/rules
   refunded like a studio void. Later events of the round are rejected (``after_timeout``).
 
 A rejected event never changes the state, except that it uses up its ``seq`` so that the
-rest of the round can go on.
+rest of the round can go on. A message the contract refuses whose table, round and ``seq``
+can be read takes that place too (:meth:`Round.refuse`): the round goes on exactly as if the
+studio had never sent it, and the events held behind it are released.
 """
 
 from __future__ import annotations
@@ -156,6 +158,8 @@ class Round:
     dealer: list[int] = field(default_factory=list)
     board: list[int] = field(default_factory=list)
     dealt: dict[int, str] = field(default_factory=dict)
+    #: Seqs taken by messages the contract refused, with the key of the fact keeping each.
+    refused: dict[int, str] = field(default_factory=dict)
     #: The antes in ``bets`` by (player_id, box): a round can seat thousands of players.
     antes: dict[tuple[str, str], PlacedBet] = field(default_factory=dict)
     #: Voided by Croupier because it stayed open past the round timeout.
@@ -198,7 +202,7 @@ class Round:
                 "stayed open past the round timeout, and every wager was refunded"
             )
             return self._refuse(arrival, RejectionCode.AFTER_TIMEOUT, reason)
-        if event.seq < self.next_seq or event.seq in self.held:
+        if not self._free(event.seq):
             reason = f"seq {event.seq} of round {self.round_id} is already taken by another event"
             return self._refuse(arrival, RejectionCode.SEQ_TAKEN, reason)
         if event.seq > self.next_seq and self.status is not Status.OPEN:
@@ -208,12 +212,44 @@ class Round:
         if event.seq > self.next_seq:
             held = arrival.fact(HELD, f"{event.event_id}:held")
             return [self._record(held, event)]
-        facts = [self._record(self._decide(arrival, meters), event)]
+        return [self._record(self._decide(arrival, meters), event), *self._release(meters)]
+
+    def refuse(self, seq: int, kept: Fact, meters: MeterReader) -> list[Fact] | None:
+        """Let a message the contract refused, kept as the ``feed.rejected`` fact ``kept``
+        (its raw text, code and reason), take ``seq`` of this open round; the facts then
+        recorded: the refusal, and the held events it releases. None when the place is not
+        free (taken, or the round closed): the refusal then belongs to no round. No facts
+        when this very refusal took it before (a redelivery).
+        """
+        if self.refused.get(seq) == kept.key:
+            return []
+        if self.status is not Status.OPEN or self.timed_out or not self._free(seq):
+            return None
+        fact = Fact(REJECTED, {**kept.data, "seq": seq, "uses_seq": True}, kept.key)
+        self._take(seq, fact.key)
+        return [fact, *self._release(meters)]
+
+    def _free(self, seq: int) -> bool:
+        return seq >= self.next_seq and seq not in self.held and seq not in self.refused
+
+    def _release(self, meters: MeterReader) -> list[Fact]:
+        """Decide the held events whose turn has come, in ``seq`` order."""
+        facts = []
         while self.next_seq in self.held:
             waiting = self.held[self.next_seq]
-            decided = self._decide(received(waiting), meters)
-            facts.append(self._record(decided, waiting))
+            facts.append(self._record(self._decide(received(waiting), meters), waiting))
         return facts
+
+    def _take(self, seq: int, key: str) -> None:
+        """A refused message takes ``seq``: the round moves past it when its turn comes."""
+        self.refused[seq] = key
+        self._advance(self.next_seq)
+
+    def _advance(self, seq: int) -> None:
+        """The next seq is ``seq``, or the first after it no refused message took."""
+        while seq in self.refused:
+            seq += 1
+        self.next_seq = seq
 
     def expire_held(self, seconds: float) -> list[Fact]:
         """Reject every held event: the gap before it did not fill within ``seconds``."""
@@ -522,6 +558,9 @@ class Round:
         """Fold one recorded fact into the state (reading a round back from the ledger)."""
         if fact.type == TIMED_OUT:
             return
+        if fact.type == REJECTED and "raw" in fact.data:
+            self._take(fact.data["seq"], fact.key)
+            return
         self._apply(fact, parse_event(json.dumps(fact.data["event"])))
 
     def _apply(self, fact: Fact, event: FeedEvent) -> None:
@@ -535,7 +574,7 @@ class Round:
                 del self.held[event.seq]
             return
         self.held.pop(event.seq, None)
-        self.next_seq = event.seq + 1
+        self._advance(event.seq + 1)
         if fact.type == ACCEPTED and type(event) is RoundOpened:
             paytable = fact.data["paytable"]
             self.table = holdem.load_paytable(paytable["id"], paytable["version"])

@@ -117,13 +117,13 @@ class Settler:
         work = Decided(number=self._decided)
         try:
             parsed = [_parse(message) for message in batch]
-            events = [e for e in parsed if not isinstance(e, ContractError)]
+            places = [e if not isinstance(e, ContractError) else e.place for e in parsed]
             work.report.found_closed += await self.repository.load(
-                events, work.rounds, work.versions
+                [p for p in places if p is not None], work.rounds, work.versions
             )
             for index, (message, event) in enumerate(zip(batch, parsed, strict=True)):
                 if isinstance(event, ContractError):
-                    work.report.handled.append(self._keep_malformed(message, event, work))
+                    work.report.handled += await self._refuse(message, event, work)
                     continue
                 stream = stream_name(event.table_id, event.round_id)
                 state = work.rounds[stream]
@@ -241,10 +241,51 @@ class Settler:
 
     # -- deciding --------------------------------------------------------------------------
 
-    def _keep_malformed(self, message: Inbound, error: ContractError, work: Decided) -> Handled:
-        """Record a message the contract refuses in the rejections stream (once per batch)."""
+    async def _refuse(self, message: Inbound, error: ContractError, work: Decided) -> list[Handled]:
+        """Record a message the contract refuses: at its place in its round when it has a
+        free one there (the round goes on past it), else in the rejections stream."""
         delivery = _delivery(message) if self.dead_letters else None
-        fact = _raw_rejection(message.body, error.code, str(error), error.event_id, delivery)
+        kept = _raw_rejection(message.body, error.code, str(error), error.event_id, delivery)
+        place = error.place
+        if place is None or kept.key in work.raw_rejections:
+            return [self._keep_malformed(message, error, kept, work)]
+        stream = stream_name(place.table_id, place.round_id)
+        state = work.rounds[stream]
+        unread = self.meters.unread_held(state)
+        if unread:
+            await self.meters.read(unread)
+        meters = work.meters
+        facts = state.refuse(
+            place.seq, kept, lambda table, cur: self.meters.level(table, cur, meters)
+        )
+        if facts is None:
+            return [self._keep_malformed(message, error, kept, work)]
+        refused = Handled(
+            message.ref,
+            "rejected",
+            error.event_id,
+            place.table_id,
+            place.round_id,
+            code=error.code,
+            reason=str(error),
+            kept=kept.key,
+            new=bool(facts),
+        )
+        if not facts:  # redelivered: recorded with its dead letter before
+            return [refused]
+        work.raw_rejections.add(kept.key)
+        if self.dead_letters:
+            letter = self._letter(kept.key, message, error.code, str(error))
+            work.letters[letter.message_id] = letter
+        work.add(stream, facts[0])
+        _tick(state, time.time())
+        return [refused, *self._add(stream, facts[1:], work, None)]
+
+    def _keep_malformed(
+        self, message: Inbound, error: ContractError, fact: Fact, work: Decided
+    ) -> Handled:
+        """Keep a message the contract refuses, ``fact``, in the rejections stream (once per
+        batch)."""
         new = fact.key not in work.raw_rejections  # the same delivery twice: kept once
         if new:
             work.raw_rejections.add(fact.key)
@@ -289,21 +330,30 @@ class Settler:
     ) -> list[Handled]:
         """What became of the message, then of any held events it released."""
         facts = state.receive(event, lambda table, cur: self.meters.level(table, cur, work.meters))
-        if facts:
-            _tick(state, time.time())
+        if not facts:
+            kind = str(event.event_type)
+            ids = (event.event_id, event.table_id, event.round_id, kind)
+            return [Handled(message.ref, "duplicate", *ids)]
+        _tick(state, time.time())
+        return self._add(stream, facts, work, message)
+
+    def _add(
+        self, stream: str, facts: list[Fact], work: Decided, message: Inbound | None
+    ) -> list[Handled]:
+        """Add a round's decided facts to the batch (a rejection with its dead letter, a
+        closing with its meters and results); what became of each. ``message``: the
+        delivery the first fact decides, None when all are held events released."""
         for index, fact in enumerate(facts):
+            delivered = message if index == 0 else None
             if fact.type == REJECTED and self.dead_letters:
-                fact = self._dead_letter_rejected(fact, message if index == 0 else None, work)
+                fact = self._dead_letter_rejected(fact, delivered, work)
             work.add(stream, fact)
             if fact.type in (SETTLED, VOIDED):
                 for key, moved in self.meters.movements(fact, work.meters, work.versions):
                     work.add(key, moved)
                 self._record_results(fact, work)
-        if not facts:
-            kind = str(event.event_type)
-            ids = (event.event_id, event.table_id, event.round_id, kind)
-            return [Handled(message.ref, "duplicate", *ids)]
-        return [_handled_fact(fact, message.ref if i == 0 else 0) for i, fact in enumerate(facts)]
+        ref = message.ref if message is not None else 0
+        return [_handled_fact(fact, ref if i == 0 else 0) for i, fact in enumerate(facts)]
 
     def _record_results(self, fact: Fact, work: Decided) -> None:
         messages = result_messages(fact.type, fact.data, fact.key)

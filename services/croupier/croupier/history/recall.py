@@ -182,15 +182,17 @@ class _Fold:
             about = self._accept(event, fact)
         elif fact.type in (SETTLED, VOIDED):
             about = self._close(event, fact)
-        else:
+        elif event:
             about = _About(_event_summary(event))
+        else:
+            about = _About("a message the feed contract refused, in its place in the round")
         self.timeline.append(
             Timeline(
                 position=fact.position,
                 version=fact.version,
                 fact=fact.type,
                 event_type=event.get("event_type"),
-                seq=event.get("seq"),
+                seq=event.get("seq", fact.data.get("seq")),
                 occurred_at=event.get("occurred_at"),
                 recorded_at=fact.recorded_at.isoformat(),
                 summary=about.summary,
