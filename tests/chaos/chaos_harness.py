@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -262,9 +262,12 @@ class Harm:
     doubled: int = 0
     differing: int = 0
     dead_lettered_without_record: int = 0
+    #: Bets of other players in rounds that carried a refused message, and those harmed.
+    innocent_bets: int = 0
+    innocent_harmed: int = 0
     notes: list[str] = field(default_factory=list)
 
-    HARM = ("lost", "doubled", "differing", "dead_lettered_without_record")
+    HARM = ("lost", "doubled", "differing", "dead_lettered_without_record", "innocent_harmed")
 
     def harms(self) -> dict[str, int]:
         return {name: getattr(self, name) for name in self.HARM}
@@ -279,6 +282,8 @@ class Harm:
             ("doubled", f"{self.doubled}"),
             ("differing from replay", f"{self.differing}"),
             ("dead-lettered, no ledger record", f"{self.dead_lettered_without_record}"),
+            ("innocent bets beside a refusal", f"{self.innocent_bets}"),
+            ("innocent bets harmed", f"{self.innocent_harmed}"),
             ("RSS before", f"{self.rss_before_kib / 1024:.1f} MiB"),
             ("RSS after", f"{self.rss_after_kib / 1024:.1f} MiB"),
         ]
@@ -299,8 +304,13 @@ def measure_harm(
     wallet: Wallet,
     replayed: dict[str, dict[str, Any]],
     parked: Sequence[Parked],
+    inside_tables: Collection[str] = frozenset(),
 ) -> None:
-    """Fill ``harm`` from what the ledger, the wallet and the replay hold."""
+    """Fill ``harm`` from what the ledger, the wallet and the replay hold.
+
+    ``inside_tables``: the tables whose rounds carry a refused message; their bets (the
+    replay settled them from the feed without it) are the innocent ones.
+    """
     tables = played_tables(m for m in valid if m.event is not None)
     streams = round_streams(tables)
     closed = Counter(e.stream for e in closures(events))
@@ -322,8 +332,12 @@ def measure_harm(
     for message_id, body in replayed.items():
         ours = unique.get(message_id)
         harm.bets_compared += len(body["bets"])
-        if ours is not None and _bets(ours.body) != _bets(body):
+        differs = ours is None or _bets(ours.body) != _bets(body)
+        if ours is not None and differs:
             harm.differing += 1
+        if body["table_id"] in inside_tables:
+            harm.innocent_bets += len(body["bets"])
+            harm.innocent_harmed += len(body["bets"]) if differs else 0
     without = without_record(parked, events)
     harm.dead_lettered_without_record = len(without)
     harm.notes += [f"round never closed: {s}" for s in missing_rounds[:5]]

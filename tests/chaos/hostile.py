@@ -600,3 +600,141 @@ def _fields(message: FeedMessage) -> dict[str, Any]:
         "table_id": message.table_id,
         "fault": message.fault,
     }
+
+
+# -- refused messages inside shared, multi-box rounds ---------------------------------------
+
+Spoil = Callable[[Event], None]
+
+#: Contract refusals by the stage of the round they hit: a bet (a fourth player's), a
+#: decision (the third player's) or a deal (the flop, sent again correctly right after).
+INSIDE: Final[dict[str, dict[str, Spoil]]] = {
+    "bet": {
+        "player_id of 300 bytes": lambda e: e["payload"].update(player_id="p" * 300),
+        "NUL in player_id": lambda e: e["payload"].update(player_id="p4\x00"),
+        "# in player_id": lambda e: e["payload"].update(player_id="p#4"),
+        "* in player_id": lambda e: e["payload"].update(player_id="*"),
+        "amount as text": lambda e: e["payload"].update(amount="100"),
+        "unknown spot": lambda e: e["payload"].update(spot="split"),
+        "unknown payload field": lambda e: e["payload"].update(tip=5),
+    },
+    "decision": {
+        "unknown action": lambda e: e["payload"].update(action="raise"),
+        "unknown stage": lambda e: e["payload"].update(stage="river"),
+        "NUL in ante_bet_id": lambda e: e["payload"].update(ante_bet_id="a3\x00"),
+        "bad occurred_at": lambda e: e.update(occurred_at="yesterday"),
+    },
+    "deal": {
+        "no such card": lambda e: e["payload"].update(cards=["Ax", "7c", "2d"]),
+        "unknown target": lambda e: e["payload"].update(target="table"),
+        "unknown envelope field": lambda e: e.update(studio="s1"),
+    },
+}
+
+
+@dataclass(frozen=True)
+class Inside:
+    """Shared, multi-box rounds that each carry one refused message.
+
+    ``served`` is what the studio sends (the refused message at its ``seq``); ``reference``
+    the same rounds as the studio would have sent them without it (renumbered), for the
+    independent replay; ``tables`` the tables they are dealt on.
+    """
+
+    served: list[FeedMessage]
+    reference: list[FeedMessage]
+    tables: frozenset[str]
+
+
+def inside_rounds(prefix: str, games: Sequence[tuple[str, str]] = (CH_CLASSIC, THP)) -> Inside:
+    """Every refusal of :data:`INSIDE` in a round of its own, for each of ``games``."""
+    served: list[FeedMessage] = []
+    reference: list[FeedMessage] = []
+    tables: set[str] = set()
+    made = 0
+    for stage, spoils in INSIDE.items():
+        for name, spoil in spoils.items():
+            for game in games:
+                made += 1
+                table = f"{prefix}-inside{made % 4}"
+                feed = RoundFeed(table_id=table, round_id=f"inside-{made}")
+                events, bad = _inside_round(feed, game, stage)
+                body = encode(_spoiled(events[bad], spoil))
+                fault = f"refused inside a round: {stage}, {name}"
+                sent = [_message(e, table) for e in events]
+                sent[bad] = FeedMessage(
+                    f"{table}.{events[bad]['event_type']}",
+                    body,
+                    events[bad]["event_id"],
+                    None,
+                    table,
+                    fault,
+                )
+                served += sent
+                reference += [_message(e, table) for e in _renumbered(events, bad)]
+                tables.add(table)
+    return Inside(served, reference, frozenset(tables))
+
+
+def _inside_round(f: RoundFeed, game: tuple[str, str], stage: str) -> tuple[list[Event], int]:
+    """A round of three players on two boxes (p1 and p2 share box 1): its events and the
+    index of the one the refusal spoils (a deal is sent again, correctly, right after)."""
+    thp = game == THP
+    events = [
+        f.opened(game),
+        f.bet("a1", box="1"),
+        f.bet("a2", amount=300, player="p2", box="1"),
+        f.bet("a3", amount=200, player="p3", box="2"),
+    ]
+    bad: int | None = None
+    if stage == "bet":
+        bad = len(events)
+        events.append(f.bet("a4", amount=500, player="p4", box="1"))
+    events += [f.hole("As Ad", box="1"), f.hole("Kh Qh", box="2"), f.cards("dealer", "9c 9d")]
+    flop_at = None
+    if not thp:
+        flop_at = len(events)
+        events.append(f.cards("board", "Ah 7c 2d"))
+    stage_name, call = ("preflop", "call") if thp else ("flop", "call")
+    events += [
+        f.decide("a1", stage_name, call, "c1", 200),
+        f.decide("a2", stage_name, "fold"),
+    ]
+    if stage == "decision":
+        bad = len(events)
+    events.append(f.decide("a3", stage_name, call, "c3", 400))
+    if thp:
+        flop_at = len(events)
+        events.append(f.cards("board", "Ah 7c 2d"))
+    if stage == "deal":
+        assert flop_at is not None
+        bad = flop_at
+        again = f.cards("board", "Ah 7c 2d", seq=events[flop_at]["seq"] + 1)
+        for later in events[flop_at + 1 :]:
+            later["seq"] += 1
+        events.insert(flop_at + 1, again)
+        f.next_seq += 1
+    rest = [f.cards("board", "Ks"), f.cards("board", "4h")] if thp else [f.cards("board", "Ks 4h")]
+    events += [*rest, f.completed()]
+    assert bad is not None
+    return events, bad
+
+
+def _spoiled(event: Event, spoil: Spoil) -> Event:
+    bad = json.loads(json.dumps(event))
+    spoil(bad)
+    return bad
+
+
+def _renumbered(events: Sequence[Event], without: int) -> list[Event]:
+    """The round as the studio would have sent it without event ``without``."""
+    kept = [dict(e) for i, e in enumerate(events) if i != without]
+    for seq, event in enumerate(kept, start=1):
+        event["seq"] = seq
+    return kept
+
+
+def _message(event: Event, table: str) -> FeedMessage:
+    return FeedMessage(
+        f"{table}.{event['event_type']}", encode(event), event["event_id"], event, table
+    )

@@ -9,7 +9,10 @@ network (each instance reaches the services through TCP proxies of its own, ``tc
 black-holed for 15 s), and restarts PostgreSQL and RabbitMQ. Then it compares: every valid
 round closed exactly once, every result received and equal to ``croupier replay`` of the
 same valid feed, wallets paid what the ledger returned, and every dead letter known to the
-ledger. It prints the table and asserts every figure of harm is 0.
+ledger. Rounds that carry a refused message (a bet, a decision or a deal the contract refuses,
+inside a shared, multi-box round) are replayed from their feed without it: every other bet
+of theirs must be paid the same ("innocent bets harmed"). It prints the table and asserts
+every figure of harm is 0.
 
 ``make test`` runs the short form; ``make chaos`` sets ``CROUPIER_CHAOS=full`` (more rounds,
 a longer crash loop, every fault twice). ``CROUPIER_CHAOS_SEED`` picks the seed.
@@ -39,7 +42,8 @@ from chaos_harness import (
     replay_results,
     take_dead_letters,
 )
-from hostile import KINDS, corpus, interleave
+from croupier_feeds import CH_CLASSIC, THP
+from hostile import KINDS, corpus, inside_rounds, interleave
 from integration.service.service_harness import (
     ServeProcess,
     Wallet,
@@ -64,10 +68,16 @@ class Scale:
     chunks: int
     kills_before_ready: int
     rounds_of_faults: int
+    #: The games of the rounds that carry a refused message (hostile.INSIDE), each kind once.
+    inside_games: tuple[tuple[str, str], ...]
 
 
-SHORT = Scale(rounds=48, chunks=6, kills_before_ready=2, rounds_of_faults=1)
-FULL = Scale(rounds=300, chunks=12, kills_before_ready=7, rounds_of_faults=2)
+SHORT = Scale(
+    rounds=48, chunks=6, kills_before_ready=2, rounds_of_faults=1, inside_games=(CH_CLASSIC,)
+)
+FULL = Scale(
+    rounds=300, chunks=12, kills_before_ready=7, rounds_of_faults=2, inside_games=(CH_CLASSIC, THP)
+)
 
 
 def scale() -> Scale:
@@ -122,7 +132,8 @@ async def test_nothing_is_lost_doubled_or_parked_unknown_under_hostile_input_and
     valid = studio_feed(prefix, size.rounds, seed=seed)
     kinds = list(KINDS)
     hostile = corpus(seed, prefix, kinds)
-    feed = interleave(valid, hostile, seed)
+    inside = inside_rounds(prefix, size.inside_games)
+    feed = interleave([*valid, *inside.served], hostile, seed)
     harm = Harm(hostile_kinds=len(kinds), hostile_messages=len(hostile))
     chunks = _chunks(feed, size.chunks)
     wallet = Wallet(amqp_url)
@@ -148,7 +159,11 @@ async def test_nothing_is_lost_doubled_or_parked_unknown_under_hostile_input_and
             if index < len(faults):
                 await _inject(faults[index], fleet, database, broker, harm)
 
-        valid_feed = [m for m in feed if m.fault is None or m.fault not in KINDS]
+        valid_feed = [
+            m
+            for m in feed
+            if (m.fault is None or m.fault not in KINDS) and m.table_id not in inside.tables
+        ] + inside.reference
         replayed = await asyncio.to_thread(replay_results, valid_feed, tmp_path)
         await eventually(lambda: queue_drained(broker), 300, "the feed queue drained", every=1)
         await _received(wallet, replayed.keys(), timeout=180)
@@ -162,10 +177,10 @@ async def test_nothing_is_lost_doubled_or_parked_unknown_under_hostile_input_and
 
     events = await ledger_events(database_url)
     parked = await take_dead_letters(amqp_url)
-    measure_harm(harm, valid_feed, events, wallet, replayed, parked)
+    measure_harm(harm, valid_feed, events, wallet, replayed, parked, inside.tables)
     print("\n" + harm.render())
     assert harm.faults, "no fault was injected"
-    assert harm.rounds_settled > 0 and harm.bets_compared > 0
+    assert harm.rounds_settled > 0 and harm.bets_compared > 0 and harm.innocent_bets > 0
     assert harm.harms() == dict.fromkeys(Harm.HARM, 0), harm.render()
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from chaos.hostile import INSIDE, inside_rounds
 from croupier_feeds import CH_CLASSIC, THP, RoundFeed, line
 
 from croupier.ledger import Ledger, open_ledger
@@ -237,3 +238,29 @@ async def test_an_unreadable_place_holds_nothing(ledger: Ledger) -> None:
     assert [h.verdict for h in report.handled[3:]] == ["rejected"] * 3
     assert len(await ledger.read_stream(REJECTIONS_STREAM)) == 3
     assert [f.type for f in await ledger.read_stream("round:t1:r1")].count(REJECTED) == 0
+
+
+async def test_the_chaos_corpus_inside_rounds_harms_no_innocent_bet(ledgers: Ledgers) -> None:
+    """Every refusal the chaos suite places inside shared, multi-box rounds (a bet, a
+    decision, a deal; both games): each round's results equal its reference feed's."""
+    inside = inside_rounds("unit")
+
+    async with ledgers("served") as ledger:
+        served = await Settler(ledger).handle(bodies([m.body for m in inside.served]))
+        kept_apart = await ledger.read_stream(REJECTIONS_STREAM)
+    async with ledgers("reference") as ledger:
+        reference = await Settler(ledger).handle(bodies([m.body for m in inside.reference]))
+
+    refused = [h for h in served.handled if h.verdict == "rejected" and h.code == "contract"]
+    assert len(refused) == sum(len(spoils) for spoils in INSIDE.values()) * 2
+    assert kept_apart == []
+    ours = {body["message_id"]: body for body in served.results}
+    theirs = {body["message_id"]: body for body in reference.results}
+    assert len(theirs) == len(refused) * 3  # three players a round, the refused one's aside
+    assert ours.keys() == theirs.keys()
+    harmed = [m for m in theirs if _bets(ours[m]) != _bets(theirs[m])]
+    assert harmed == []
+
+
+def _bets(body: Any) -> list[tuple[Any, ...]]:
+    return sorted((b["bet_id"], b["stake"], b["returned"], b["outcome"]) for b in body["bets"])
