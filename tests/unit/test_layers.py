@@ -1,4 +1,4 @@
-"""The packages' layers, read from every import of every module (README, "Where to read what").
+"""The packages' layers, read from every import of every module (docs/architecture.md).
 
 holdem -> contract -> croupier and holdem -> contract -> studio; floor composes croupier and
 the studio. A package imports only itself and the packages it is allowed to see: the rules

@@ -2,7 +2,7 @@
 
 The code is the ``code`` label of ``croupier_events_rejected_total`` and
 ``croupier_dead_lettered_total``, the ``x-croupier-code`` header of a dead letter and the
-``code`` of the ledger fact that keeps the message. README.md and contracts/asyncapi.yaml list
+``code`` of the ledger fact that keeps the message. docs/feed.md and contracts/asyncapi.yaml list
 the same codes in the same order (a unit test holds them to it).
 """
 

@@ -90,5 +90,7 @@ class RejectedLine(ContractModel):
     event_id: str | None = Field(description="the raw event's event_id, when it had one")
     reason: Annotated[str, StringConstraints(min_length=1)]
     code: RejectionCode | None = Field(
-        default=None, exclude_if=is_none, description="the rejection code (README: codes)"
+        default=None,
+        exclude_if=is_none,
+        description="the rejection code (docs/feed.md: rejection codes)",
     )

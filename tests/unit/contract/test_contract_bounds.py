@@ -109,9 +109,9 @@ def test_a_rejection_keeps_a_uuid_event_id_only() -> None:
 # -- the codes, listed once ------------------------------------------------------------------
 
 
-def test_the_readme_lists_every_code_in_order() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("### Rejection codes", 1)[1].split("\n## ", 1)[0]
+def test_the_feed_page_lists_every_code_in_order() -> None:
+    page = (ROOT / "docs" / "feed.md").read_text(encoding="utf-8")
+    section = page.split("\n## Rejection codes\n", 1)[1].split("\n## ", 1)[0]
     listed = re.findall(r"^\| `([a-z_]+)` \|", section, flags=re.MULTILINE)
     assert listed == [str(code) for code in RejectionCode]
 
