@@ -70,7 +70,10 @@ async def test_a_player_in_a_shared_hand_sees_the_cards_and_only_their_own_wager
     ]
     assert player_ids(body) == {"p1"}
     assert body["postings"] == [] and body["jackpot"] == []
-    assert body["verification"] is None
+    check = body["verification"]
+    assert check["positions"] == [] and check["hashes"] == []
+    assert check["head_position"] == body["closed_position"]
+    assert "give support the round ID and this reference" in check["how"]
     assert all(t["hash"] is None and t["fact"] != "feed.rejected" for t in body["timeline"])
 
 
@@ -137,7 +140,9 @@ async def test_support_sees_every_wager_but_no_rejections_or_hashes(web: Web, pa
     facts = {t["fact"] for t in body["timeline"]}
     assert "feed.rejected" not in facts and "feed.held" not in facts
     assert all(t["hash"] is None and t["prev_hash"] is None for t in body["timeline"])
-    assert body["verification"] is None
+    check = body["verification"]
+    assert check["positions"] == [] and check["hashes"] == []  # the digest, not each hash
+    assert "croupier verify --read-models" in check["how"]
     assert sum(p["amount"] for p in body["postings"]) == 0  # balanced to the unit
     results = sum(r["returned"] for r in body["results"])
     assert results == sum(t["returned"] for t in body["totals"])
@@ -161,6 +166,8 @@ async def test_compliance_sees_rejections_with_reasons_and_hashes_to_verify(web:
         (f.position, f.hash, f.prev_hash) for f in facts
     ]
     check = body["verification"]
+    assert check["positions"] == [f.position for f in facts]
+    assert check["hashes"] == [f.hash for f in facts]
     assert check["head_position"] == facts[-1].position
     assert f"croupier verify --anchor {facts[-1].position}:{facts[-1].hash}" in check["how"]
     assert player_ids(body) == {"p1", "p2"}

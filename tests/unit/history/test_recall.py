@@ -36,7 +36,8 @@ async def test_recall_folds_every_fact_and_a_player_sees_only_their_part() -> No
     assert p3 is not None and [b.box for b in p3.cards.boxes] == ["2"]
     assert for_viewer(whole, Viewer(player_id="p2")) is None
     staff = for_viewer(whole, Viewer(role="support"))
-    assert staff is not None and staff.verification is None
+    assert staff is not None and staff.verification is not None
+    assert staff.verification.positions == [] and staff.verification.hashes == []
     audit = for_viewer(whole, Viewer(role="compliance", grants=frozenset(Grant)))
     assert audit is not None and audit.verification is not None
     assert audit.verification.head_hash == facts[-1].hash

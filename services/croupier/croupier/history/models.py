@@ -113,15 +113,19 @@ class Posting(_Model):
 
 
 class Timeline(_Model):
-    """One fact of the round's ledger stream, in position order."""
+    """One fact of the round's ledger stream, in position order.
 
-    position: int
-    version: int
+    In a player's cut ``position``, ``version``, ``seq`` and ``recorded_at`` are null: their
+    gaps would tell how many other players acted in the round, and when.
+    """
+
+    position: int | None = None
+    version: int | None = None
     fact: str = Field(description="feed.accepted, feed.held, feed.rejected, round.settled, ...")
     event_type: str | None = None
     seq: int | None = None
     occurred_at: str | None = None
-    recorded_at: str
+    recorded_at: str | None = None
     summary: str
     player_id: str | None = None
     bet_id: str | None = None
@@ -133,12 +137,19 @@ class Timeline(_Model):
 
 
 class Verification(_Model):
-    """Where the round's facts sit in the ledger, and how to check them."""
+    """The ledger facts a recall was folded from, and how to check them."""
 
     stream: str
-    positions: list[int]
-    head_position: int
+    positions: list[int] = Field(
+        description="each fact's ledger position (staff; empty in a player's cut)"
+    )
+    hashes: list[str] = Field(description="each fact's hash, as positions (staff)")
+    head_position: int = Field(description="the last fact folded (a player's: the settlement)")
     head_hash: str
+    facts_sha256: str = Field(
+        description="sha256 of 'position:hash\\n' of every fact folded, in order: names "
+        "exactly the facts a player's cut came from without telling how many they are"
+    )
     how: str
 
 

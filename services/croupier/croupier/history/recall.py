@@ -9,14 +9,24 @@ Who sees what:
 - a player: only a round they have a wager in; only their own wagers, decisions, results
   and boxes (the dealer, the board and the burns are everyone's); no other player's id or
   amount, so no postings and no jackpot meter (its contributions sum other players'
-  stakes), no rejected or held events, no hashes;
+  stakes), no rejected or held events, no hashes; and nothing that counts or times what
+  others did: timeline entries keep no position, stream version, feed ``seq`` or
+  recording time (their gaps would show how many others bet and called, and when), and
+  the verification names the facts the cut was folded from by one digest
+  (``facts_sha256``) and the settlement's position and hash, not fact by fact;
 - staff: everything accepted; the grant ``rejections`` adds held and rejected events with
   their reasons, the grant ``hashes`` adds every fact's position hashes and how to check
   them with ``croupier verify``.
+
+Every recall carries the ledger positions and hashes of the facts it was folded from
+(:class:`~croupier.history.models.Verification`; a player's as the digest above), so what
+a page shows can be re-derived from the ledger and compared (``croupier verify
+--read-models``).
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -107,11 +117,50 @@ def for_viewer(round_: RoundRecall, viewer: Viewer) -> RoundRecall | None:
             "jackpot": [],
             "postings": [],
             "timeline": [
-                t.model_copy(update={"hash": None, "prev_hash": None})
+                t.model_copy(update=_UNCOUNTED)
                 for t in round_.timeline
                 if t.fact in (ACCEPTED, SETTLED, VOIDED) and _visible(t, me, mine, boxes)
             ],
-            "verification": None,
+            "verification": _for_player(round_.verification),
+        }
+    )
+
+
+#: What a player's timeline entries leave out: where each fact sits and when it was recorded.
+_UNCOUNTED: Final[dict[str, Any]] = dict.fromkeys(
+    ("position", "version", "seq", "recorded_at", "hash", "prev_hash")
+)
+
+
+_PLAYER_HOW: Final = (
+    "This round is settled in the ledger at position {position}. To have it checked, give "
+    "support the round ID and this reference: {reference}. Support open the round as the "
+    "ledger records it, check that this page shows exactly what the ledger holds "
+    "(`croupier verify --read-models`), and that no row up to the settlement was changed "
+    "(`croupier verify --anchor {reference}`)."
+)
+_SUPPORT_HOW: Final = (
+    "The round's facts up to position {position} hash to facts_sha256; its reference is "
+    "{reference}. `croupier verify --read-models` checks that every player's page of it "
+    "shows what the ledger holds, `croupier verify --anchor {reference}` that no row up to "
+    "it was changed; the compliance role sees each fact's hash."
+)
+
+
+def _for_player(found: Verification | None) -> Verification | None:
+    return _summary(found, _PLAYER_HOW)
+
+
+def _summary(found: Verification | None, how: str) -> Verification | None:
+    """``found`` without the facts one by one: their digest and the last one's reference."""
+    if found is None:
+        return None
+    reference = f"{found.head_position}:{found.head_hash}"
+    return found.model_copy(
+        update={
+            "positions": [],
+            "hashes": [],
+            "how": how.format(position=found.head_position, reference=reference),
         }
     )
 
@@ -132,7 +181,7 @@ def _for_staff(round_: RoundRecall, grants: frozenset[Grant]) -> RoundRecall:
         timeline = [t.model_copy(update={"hash": None, "prev_hash": None}) for t in timeline]
     update: dict[str, Any] = {"timeline": timeline}
     if Grant.HASHES not in grants:
-        update["verification"] = None
+        update["verification"] = _summary(round_.verification, _SUPPORT_HOW)
     return round_.model_copy(update=update)
 
 
@@ -392,17 +441,27 @@ def _totals(results: Sequence[Result]) -> list[Total]:
     ]
 
 
+def facts_digest(positions: Sequence[int], hashes: Sequence[str]) -> str:
+    """sha256 of ``position:hash`` lines, one per fact: the facts a recall was folded from."""
+    lines = "".join(f"{p}:{h}\n" for p, h in zip(positions, hashes, strict=True))
+    return hashlib.sha256(lines.encode()).hexdigest()
+
+
 def _verification(table_id: str, round_id: str, facts: Sequence[RecordedEvent]) -> Verification:
     last = facts[-1]
+    positions, hashes = [f.position for f in facts], [f.hash for f in facts]
     return Verification(
         stream=f"round:{table_id}:{round_id}",
-        positions=[f.position for f in facts],
+        positions=positions,
+        hashes=hashes,
         head_position=last.position,
         head_hash=last.hash,
+        facts_sha256=facts_digest(positions, hashes),
         how=(
             "Each fact's hash is sha256(prev_hash + canonical row). Run "
             f"`croupier verify --anchor {last.position}:{last.hash}` against the ledger: it "
             "walks the whole chain and fails if any row up to this one was changed, removed "
-            "or inserted."
+            "or inserted. `croupier verify --read-models` folds every round again from these "
+            "facts and names any row of the players' history that differs."
         ),
     )

@@ -111,7 +111,7 @@ class RoundsProjection(Projection):
     """Projects closed rounds per table and per player, their recalls, and decisions."""
 
     name = "rounds"
-    version = 2
+    version = 3
     tables = (ROUNDS, PLAYER_ROUNDS, RECALLS, DECISIONS)
 
     def __init__(self) -> None:
