@@ -3,7 +3,10 @@
 With ``--public-key`` (the auditor's only input besides read access) it also checks every
 signed head (each row must sit under a head the key signed, and the chain must still reach
 the last one) and every publish mark and marker. The outbox is always checked against
-what the recorded settlements say.
+what the recorded settlements say. With ``--read-models`` it also projects the ledger
+again and compares every row of the history and wager read models with what is stored
+(:mod:`croupier.projection.check`), naming each row that differs: what a player's page
+shows is then proven against the ledger, not only the ledger itself.
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ from croupier.errors import ExitCode
 from croupier.ledger import Ledger, VerifyReport
 from croupier.ledger.signing import LedgerPublicKey, SigningKeyError
 from croupier.progress import Progress
+from croupier.projection import open_store as open_read_models
+from croupier.projection.check import CHECKED, ReadModelReport, check_read_models
+from croupier.projection.registry import load_projections
 from croupier.results import outbox_rule
 
 LISTED = 50  # problems printed one per line; --json lists every one
@@ -53,6 +59,12 @@ def register(subparsers: Any) -> None:
         type=_public_key,
         help="the ledger signing key's public half (croupier keygen): check signed heads and marks",
     )
+    parser.add_argument(
+        "--read-models",
+        action="store_true",
+        help="also re-derive the read models (players' history, wagers) from the ledger and "
+        "name every stored row that differs",
+    )
     add_json_argument(parser)
     parser.set_defaults(run=run)
 
@@ -73,10 +85,13 @@ def _anchor(text: str) -> tuple[int, str]:
 
 def run(args: argparse.Namespace) -> int:
     """Print the verification report; 1 when any row is changed, removed or inserted."""
-    report, books = asyncio.run(_verify(ledger_of(args), args.anchor, args.public_key))
-    ok = report.ok and books.ok
+    report, books, models = asyncio.run(
+        _verify(ledger_of(args), args.anchor, args.public_key, args.read_models)
+    )
+    ok = report.ok and books.ok and (models is None or models.ok)
     if args.json:
-        print_json({**report.to_json(), "ok": ok, "books": asdict(books)})
+        extra = {} if models is None else {"read_models": models.to_json()}
+        print_json({**report.to_json(), "ok": ok, "books": asdict(books), **extra})
     else:
         print(report.summary())
         print(books.summary())
@@ -86,10 +101,20 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {problem.line()}")
         if len(report.problems) > LISTED:
             print(f"  ... and {len(report.problems) - LISTED} more (--json lists every one)")
+        if models is not None:
+            _print_read_models(models)
         _print_notes(report.notes)
         if ok:  # a head worth keeping outside the database, for the next verification
             print(f"anchor for the next run: --anchor {report.head_position}:{report.head_hash}")
     return ExitCode.OK if ok else ExitCode.FINDING
+
+
+def _print_read_models(models: ReadModelReport) -> None:
+    print(models.summary())
+    for difference in models.differences[:LISTED]:
+        print(f"  {difference.line()}")
+    if len(models.differences) > LISTED:
+        print(f"  ... and {len(models.differences) - LISTED} more (--json lists every one)")
 
 
 def _print_notes(notes: tuple[str, ...]) -> None:
@@ -103,8 +128,8 @@ def _print_notes(notes: tuple[str, ...]) -> None:
 
 
 async def _verify(
-    url: str, anchor: tuple[int, str] | None, key: LedgerPublicKey | None
-) -> tuple[VerifyReport, BooksReport]:
+    url: str, anchor: tuple[int, str] | None, key: LedgerPublicKey | None, read_models: bool
+) -> tuple[VerifyReport, BooksReport, ReadModelReport | None]:
     async with ledger_at(url) as ledger:
         total = await ledger.last_position()
         with Progress("verify", "rows", total) as progress:
@@ -116,7 +141,18 @@ async def _verify(
                 unruled=(DEAD_LETTER_EXCHANGE,),
                 letter_rule=LETTERS,
             )
-        return report, await _audit(ledger, total)
+        books = await _audit(ledger, total)
+        models = await _read_models(ledger, total) if read_models else None
+        return report, books, models
+
+
+async def _read_models(ledger: Ledger, total: int) -> ReadModelReport:
+    """The read models re-derived from the ledger and compared row by row."""
+    projections = load_projections(CHECKED)
+    with Progress("read models", "facts", total * len(projections)) as progress:
+        return await check_read_models(
+            ledger, open_read_models(ledger), projections, progress=progress.advance
+        )
 
 
 async def _audit(ledger: Ledger, total: int) -> BooksReport:
