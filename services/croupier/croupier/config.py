@@ -54,7 +54,6 @@ DEFAULT_DATABASE_URL: Final = "postgresql://postgres@127.0.0.1:5432/croupier"
 DEFAULT_AMQP_URL: Final = "amqp://guest:guest@127.0.0.1:5672/"
 DEFAULT_HTTP_PORT: Final = 9464
 DEFAULT_WEB_PORT: Final = 8470
-EMBEDDED_LEDGER_URL: Final = "sqlite:///var/croupier.sqlite"
 MAX_BATCH_LIMIT: Final = 10_000
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 

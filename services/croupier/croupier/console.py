@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
+import shutil
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -55,6 +57,22 @@ class ArgumentParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         print(f"{self.prog}: {message}; see `{self.prog} --help`", file=sys.stderr)
         raise SystemExit(ExitCode.USAGE)
+
+
+def program() -> str:
+    """How to run ``croupier`` again from the working directory, as a shell word: the script
+    beside this Python (``.venv/bin/croupier`` in a checkout), or ``croupier`` when that is
+    what the shell's PATH finds."""
+    script = Path(sys.executable).parent / "croupier"
+    if not script.is_file():
+        return "croupier"
+    found = shutil.which("croupier")
+    if found is not None and Path(found).resolve() == script.resolve():
+        return "croupier"
+    try:
+        return shlex.quote(str(script.absolute().relative_to(Path.cwd())))
+    except ValueError:
+        return shlex.quote(str(script.absolute()))
 
 
 def bounded_int(low: int, high: int) -> Callable[[str], int]:

@@ -7,6 +7,13 @@ summary reconciles what it was paid against the ledger. The wallet writes its tr
 log (stakes debited, results credited, voids refunded; misbehaving on request), and the
 demo ends with ``croupier reconcile``'s summary of that log against its part of the ledger.
 
+Embedded, every run starts a new ledger (:data:`DEMO_LEDGER`, replaced), so a rerun takes as
+long as the first and the ledger on disk stays the size of one run; the wallet log is
+replaced too. The demo prints progress at least every second from start to end, and the
+commands it prints run as printed (the program's path, the ledger's ``--ledger``). Then,
+when someone is at a terminal, it keeps serving the game-history pages until Ctrl-C;
+otherwise (CI, a pipe) it exits after its summary.
+
 The demo is also a smoke test: it exits 1 and lists the rounds when any round the ledger
 closed was not paid in full, when the wallets and the ledger disagree, or when a round stays
 open without a fault the studio injected into it; open rounds are listed in every case.
@@ -18,7 +25,9 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
+import signal
 import socket
+import sys
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
@@ -33,7 +42,8 @@ from aio_pika.abc import AbstractIncomingMessage
 
 from croupier.bus import FEED_QUEUE, SETTLEMENTS_EXCHANGE, Bus, Outgoing
 from croupier.bus.memory import MemoryBus
-from croupier.config import EMBEDDED_LEDGER_URL, Settings, settings
+from croupier.config import Settings, settings
+from croupier.console import program
 from croupier.errors import CommandError, reaching
 from croupier.facts import closing
 from croupier.history.site import history_site
@@ -42,7 +52,6 @@ from croupier.ledger.signing import PRIVATE_KEY_FILE, LedgerKey
 from croupier.projection import open_store
 from croupier.reconcile import Reconciliation, Summary, resolve_period
 from croupier.reconcile.report import write_human
-from croupier.reconcile.wallet import file_chunks
 from croupier.round import SETTLED, VOIDED
 from croupier.service import Service
 from croupier.urls import host_port, mask_url
@@ -54,6 +63,8 @@ from studio.publisher import publish
 from studio.wallet import WalletFaults, WalletLog
 
 DEMO_KEY_FOLDER = Path("var/demo-keys")
+#: The embedded ledger: a new one every run.
+DEMO_LEDGER = Path("var/demo.sqlite")
 DEMO_TABLES = (
     "classic:shared=40",
     "royal-20:boxes=7",
@@ -62,8 +73,8 @@ DEMO_TABLES = (
 )
 Say = Callable[[str], None]
 RoundKey = tuple[str, str]  # (table_id, round_id)
-#: Where the demo's wallet writes its transaction log unless told otherwise.
-WALLET_LOGS = "var"
+#: Where the demo's wallet writes its transaction log unless told otherwise (replaced).
+WALLET_LOG = Path("var/demo-wallet.csv")
 #: Rounds listed in full at most; the count is always given.
 LISTED = 20
 
@@ -130,12 +141,17 @@ async def run_demo(
     embedded: bool = False,
     wallet_log: Path | None = None,
     wallet_faults: WalletFaults | None = None,
+    serve_until_stopped: bool | None = None,
 ) -> int:
-    """Play ``rounds`` rounds through the service; print progress and a summary."""
+    """Play ``rounds`` rounds through the service; print progress and a summary. Then keep
+    serving the history pages until Ctrl-C when ``serve_until_stopped`` (default: when
+    standard input is a terminal)."""
     chosen = settings()
     live = not embedded and _live_available(chosen)
     if not live and (chosen.database_configured or chosen.amqp_configured) and not embedded:
         raise _configured_but_down(chosen)
+    if serve_until_stopped is None:
+        serve_until_stopped = sys.stdin is not None and sys.stdin.isatty()
     run_id = secrets.token_hex(3)
     config = StudioConfig(
         tables=parse_table_specs(list(DEMO_TABLES), prefix=f"demo-{run_id}"),
@@ -146,8 +162,8 @@ async def run_demo(
         faults=Faults(void=0.01, duplicate_card=0.003, redelivery=0.01, wrong_call=0.003),
     )
     messages = list(simulate(config))
-    ledger, bus, live = await _infrastructure(live, chosen, say)
-    log_path = wallet_log or Path(WALLET_LOGS) / f"demo-{run_id}-wallet.csv"
+    ledger, bus, url = await _infrastructure(live, chosen, say)
+    log_path = wallet_log or WALLET_LOG
     log_path.parent.mkdir(parents=True, exist_ok=True)
     wallet = Wallet(f"demo-{run_id}-", log=WalletLog(log_path, wallet_faults, seed=config.seed))
     async with ledger:
@@ -156,21 +172,82 @@ async def run_demo(
         start = await ledger.last_position()
         await service.start(http_port=_free_port(chosen.http_port))
         say(f"metrics on http://127.0.0.1:{service.http_port}/metrics")
-        url = chosen.database_url if live else EMBEDDED_LEDGER_URL
         async with history_site(url, _free_port(chosen.web_port)) as site:
             player = _a_player(config)
-            say(f"game history of {player}: {site.page_for(player)}")
+            page = site.page_for(player)
+            say(f"game history of {player}: {page}")
             try:
                 await _play(config, messages, bus, chosen, wallet, service, start, say)
             finally:
                 await service.stop()
-        totals, closed = await _ledger_totals(ledger, start, wallet.tables)
-        reconciled = await _reconcile(ledger, start, messages, wallet, log_path, say)
-    say(_summary(totals, wallet))
-    audit = Audit(dealt_rounds(messages), closed, wallet.by_round)
-    for line in audit.report():
-        say(line)
+            totals, closed = await _ledger_totals(ledger, start, wallet.tables)
+            # the commands it prints name the demo's ledger unless it is the configured one
+            on_ledger = "" if url == chosen.database_url else f" --ledger {url}"
+            reconciled = await _reconcile(ledger, start, messages, wallet, log_path, on_ledger, say)
+            say(_summary(totals, wallet))
+            audit = Audit(dealt_rounds(messages), closed, wallet.by_round)
+            for line in audit.report():
+                say(line)
+            if serve_until_stopped:
+                say(f"\nthe game history stays up at {page}")
+                say("press Ctrl-C to stop the demo")
+                await _until_interrupted()
+                say("demo stopped")
     return 0 if audit.ok and reconciled else 1
+
+
+async def _until_interrupted() -> None:
+    """Wait for Ctrl-C (SIGINT) or SIGTERM."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
+
+
+class _Ticker:
+    """Says how far a step has come, at most every ``every`` seconds, and a heartbeat line
+    while it waits on one long statement (no step goes quiet for longer than that)."""
+
+    def __init__(self, say: Say, every: float = 1.0) -> None:
+        self.say = say
+        self.every = every
+        self.step = ""
+        self.status = ""
+        self.started = self.shown = time.perf_counter()
+
+    def begin(self, step: str) -> None:
+        self.step, self.status = step, ""
+        self.started = self.shown = time.perf_counter()
+        self.say(f"  {step} ...")
+
+    def update(self, status: str, *, now: bool = False) -> None:
+        self.status = status
+        if now or time.perf_counter() - self.shown >= self.every:
+            self._show()
+
+    def _show(self) -> None:
+        self.shown = time.perf_counter()
+        status = f": {self.status}" if self.status else ""
+        self.say(f"  {self.step}{status} ({self.shown - self.started:.1f}s)")
+
+    @asynccontextmanager
+    async def heartbeat(self) -> AsyncIterator[None]:
+        async def beat() -> None:
+            while True:
+                await asyncio.sleep(self.every / 4)
+                if time.perf_counter() - self.shown >= self.every:
+                    self._show()
+
+        task = asyncio.create_task(beat())
+        try:
+            yield
+        finally:
+            task.cancel()
 
 
 async def _reconcile(
@@ -179,36 +256,63 @@ async def _reconcile(
     messages: list[FeedMessage],
     wallet: Wallet,
     path: Path,
+    on_ledger: str,
     say: Say,
 ) -> bool:
-    """Write the stakes the game server debited, then reconcile the log: whether it matched.
+    """Write the stakes the game server debited, then reconcile the log against this run's
+    positions of the ledger: whether it matched. ``on_ledger`` is the ``--ledger`` option
+    of the commands it prints (empty for the configured ledger).
 
     A wager the service rejected is not debited (the game server refuses it), unless the
     wallet misbehaves so on request.
     """
     assert wallet.log is not None
-    head = await Reconciliation.prepare_ledger(ledger)
-    store = open_store(ledger)
-    async with store.session() as session:
-        rows = await session.fetch(
-            "SELECT event_id FROM rejected_wagers WHERE position > ?", (start,)
+    say("\nreconciling the wallet's log against the ledger")
+    ticker = _Ticker(say)
+    async with ticker.heartbeat():
+        ticker.begin("wagers read model")
+        head = await Reconciliation.prepare_ledger(
+            ledger,
+            lambda p: ticker.update(f"{p.position - start:,}/{p.target - start:,} events"),
         )
-    rejected = {event_id for (event_id,) in rows}
-    for message in messages:
-        wallet.log.debit(message, rejected=message.event_id in rejected)
-    wallet.log.close()
-    say(f"\nwallet transaction log: {path}")
-    for planted in wallet.log.planted:
-        where = planted.message_id or "/".join(planted.wager or ())
-        say(f"  the wallet misbehaved on request: {planted.fault} ({where})")
-    period = await resolve_period(ledger, head, positions=(start + 1, head))
-    async with store.session() as session:
-        reconciliation = Reconciliation(session, Summary(period, 0))
-        summary = await reconciliation.run(file_chunks(path))
-        say(f"reconciliation (croupier reconcile --wallet {path} --positions {start + 1}:{head}):")
-        await write_human(
-            lambda line: say("  " + line), reconciliation, "the demo's ledger", str(path)
-        )
+        store = open_store(ledger)
+        async with store.session() as session:
+            rows = await session.fetch(
+                "SELECT event_id FROM rejected_wagers WHERE position > ?", (start,)
+            )
+        rejected = {event_id for (event_id,) in rows}
+        for message in messages:
+            wallet.log.debit(message, rejected=message.event_id in rejected)
+        wallet.log.close()
+        say(f"  wallet transaction log: {path}")
+        for planted in wallet.log.planted:
+            where = planted.message_id or "/".join(planted.wager or ())
+            say(f"  the wallet misbehaved on request: {planted.fault} ({where})")
+        period = await resolve_period(ledger, head, positions=(start + 1, head))
+        async with store.session() as session:
+            reconciliation = Reconciliation(session, Summary(period, 0))
+            staged = 0
+
+            def advance(rows: int) -> None:
+                nonlocal staged
+                staged += rows
+                ticker.update(f"{staged:,} wallet rows")
+
+            ticker.begin("comparing")
+            summary = await reconciliation.run_file(path, advance)
+            ticker.update(f"{staged:,} wallet rows", now=True)
+            croupier = program()
+            say(
+                f"reconciliation ({croupier} reconcile{on_ledger} --wallet {path} "
+                f"--positions {start + 1}:{head}):"
+            )
+            await write_human(
+                lambda line: say("  " + line),
+                reconciliation,
+                "the demo's ledger",
+                str(path),
+                verify=f"{croupier} verify{on_ledger}",
+            )
     return summary.ok
 
 
@@ -320,10 +424,10 @@ def _live_available(settings: Settings) -> bool:
     return reachable(settings.database_url, 5432) and reachable(settings.amqp_url, 5672)
 
 
-async def _infrastructure(live: bool, settings: Settings, say: Say) -> tuple[Ledger, Bus, bool]:
-    """The ledger and bus of the chosen mode, and whether it is live after all: an
-    unconfigured demo whose local PostgreSQL lacks the ``croupier`` database plays embedded
-    rather than creating it through another database."""
+async def _infrastructure(live: bool, settings: Settings, say: Say) -> tuple[Ledger, Bus, str]:
+    """The ledger, bus and ledger URL of the chosen mode: an unconfigured demo whose local
+    PostgreSQL lacks the ``croupier`` database plays embedded rather than creating it
+    through another database. Embedded, the ledger is a new one."""
     if live:
         from croupier.bus.amqp import AmqpBus
 
@@ -338,14 +442,15 @@ async def _infrastructure(live: bool, settings: Settings, say: Say) -> tuple[Led
         else:
             broker, database = mask_url(settings.amqp_url), mask_url(settings.database_url)
             say(f"live mode: RabbitMQ at {broker}, PostgreSQL at {database}")
-            return ledger, AmqpBus(settings.amqp_url), True
-    Path(EMBEDDED_LEDGER_URL.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-    say(
-        f"embedded mode: in-process bus, SQLite ledger at {EMBEDDED_LEDGER_URL.removeprefix('sqlite:///')}"
-    )
+            return ledger, AmqpBus(settings.amqp_url), settings.database_url
+    DEMO_LEDGER.parent.mkdir(parents=True, exist_ok=True)
+    for stale in (DEMO_LEDGER, *(Path(f"{DEMO_LEDGER}-{end}") for end in ("wal", "shm"))):
+        stale.unlink(missing_ok=True)
+    say(f"embedded mode: in-process bus, a new SQLite ledger at {DEMO_LEDGER}")
     say("  (live mode needs RabbitMQ and PostgreSQL: the local ones, or CROUPIER_AMQP_URL")
     say("   and CROUPIER_DATABASE_URL)")
-    return open_ledger(EMBEDDED_LEDGER_URL, _signing_key(settings)), MemoryBus(), False
+    url = f"sqlite:///{DEMO_LEDGER}"
+    return open_ledger(url, _signing_key(settings)), MemoryBus(), url
 
 
 def _missing_database(error: CommandError) -> bool:

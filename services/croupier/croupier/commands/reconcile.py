@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import shlex
 import sys
 from collections.abc import AsyncIterator
 from datetime import datetime
@@ -21,6 +22,7 @@ from croupier.console import (
     ledger_at,
     ledger_of,
     output_file,
+    program,
 )
 from croupier.errors import CommandError, ExitCode, reaching
 from croupier.ledger import LedgerError
@@ -144,5 +146,12 @@ async def _reconcile(args: argparse.Namespace) -> Summary:
                 if args.json:
                     await write_json(sys.stdout, reconciliation, ledger_name, wallet_name)
                 else:
-                    await write_human(print, reconciliation, ledger_name, wallet_name)
+                    on_ledger = f" --ledger {shlex.quote(ledger_name)}" if args.ledger else ""
+                    await write_human(
+                        print,
+                        reconciliation,
+                        ledger_name,
+                        wallet_name,
+                        verify=f"{program()} verify{on_ledger}",
+                    )
                 return summary

@@ -72,7 +72,7 @@ from typing import Any, Final, get_args
 from croupier.ledger import Ledger
 from croupier.ledger.chain import format_timestamp
 from croupier.projection import Session, open_store
-from croupier.projection.projector import Projector
+from croupier.projection.projector import Progress, Projector
 from croupier.projection.wagers import WagersProjection
 from croupier.reconcile.bulk import copy_csv
 from croupier.reconcile.contract import Discrepancy, Kind
@@ -218,12 +218,14 @@ class Reconciliation:
         self.summary = summary
 
     @classmethod
-    async def prepare_ledger(cls, ledger: Ledger) -> int:
+    async def prepare_ledger(
+        cls, ledger: Ledger, on_progress: Callable[[Progress], None] | None = None
+    ) -> int:
         """Bring the ``wagers`` read model up to the head; the head, pinned."""
         projector = Projector(ledger, open_store(ledger), [WagersProjection()], batch=5_000)
         await projector.setup()
         head = await ledger.last_position()
-        await projector.catch_up(upto=head)
+        await projector.catch_up(upto=head, on_progress=on_progress)
         return head
 
     async def run(

@@ -125,16 +125,19 @@ async def write_csv(path: Path, reconciliation: Reconciliation) -> int:
 
 
 async def write_human(
-    say: Callable[[str], None], reconciliation: Reconciliation, ledger: str, wallet: str
+    say: Callable[[str], None],
+    reconciliation: Reconciliation,
+    ledger: str,
+    wallet: str,
+    *,
+    verify: str = "croupier verify",
 ) -> None:
-    """A summary a person reads: totals per currency, the first exceptions, the verdict."""
+    """A summary a person reads: totals per currency, the first exceptions, the verdict.
+    ``verify`` is the command that checks this ledger, printed with the anchor to check."""
     s = reconciliation.summary
     p = s.period
     say(f"ledger   {ledger}: positions {p.first:,}..{p.last:,} ({p.first_at} .. {p.last_at})")
-    say(
-        f"         hash at {p.last:,}: {p.last_hash}"
-        f"  (croupier verify --anchor {p.last}:{p.last_hash})"
-    )
+    say(f"         hash at {p.last:,}: {p.last_hash}  ({verify} --anchor {p.last}:{p.last_hash})")
     say(f"         head {p.head:,}: {p.head_hash}")
     outside = s.outside
     say(

@@ -34,7 +34,7 @@ def register(subparsers: Any) -> None:
         "--wallet-log",
         type=Path,
         help="where the wallet writes its transaction log (.csv or .jsonl; "
-        "default var/demo-RUN-wallet.csv)",
+        "default var/demo-wallet.csv, replaced each run)",
     )
     parser.add_argument(
         "--wallet-faults",
