@@ -12,37 +12,73 @@ import argparse
 import importlib
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from croupier import croupier_version
 from croupier.config import Settings, help_table, load_settings, use_settings
 from croupier.console import ArgumentParser
 from croupier.errors import CommandError, ExitCode
-from croupier.logs import configure_logging
 from croupier.urls import mask_secrets
 
-# Each module defines ``register(subparsers) -> None``, which adds its parser with
-# ``set_defaults(run=...)``; ``run(args) -> int`` returns the exit status.
-COMMANDS = tuple(
-    f"croupier.commands.{name}"
-    for name in (
-        "serve",
-        "replay",
-        "migrate",
-        "keygen",
-        "verify",
-        "redrive",
-        "rounds",
-        "project",
-        "reconcile",
-        "report",
-        "integrity",
-        "par",
-        "odds",
-        "contracts",
-        "web",
-    )
-)
+#: Each command: its module and its one-line summary. A module defines
+#: ``register(subparsers) -> None``, which adds its parser with ``set_defaults(run=...)``;
+#: ``run(args) -> int`` returns the exit status. Only the module of the command being run is
+#: imported, so ``--help`` and ``--version`` answer at once.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "serve": (
+        "croupier.commands.serve",
+        "consume the studio feed, settle into the ledger, publish results",
+    ),
+    "replay": (
+        "croupier.commands.replay",
+        "settle a recorded feed (JSONL) and write results and rejections",
+    ),
+    "migrate": (
+        "croupier.commands.migrate",
+        "apply pending ledger migrations and set up the read models",
+    ),
+    "keygen": (
+        "croupier.commands.keygen",
+        "make the ledger signing key pair (private key for the service, public for audits)",
+    ),
+    "verify": (
+        "croupier.commands.verify",
+        "check the ledger's hash chain, outbox and signed heads",
+    ),
+    "redrive": ("croupier.commands.redrive", "re-publish parked messages to the feed"),
+    "rounds": ("croupier.commands.rounds", "list the ledger's open rounds and what each waits for"),
+    "project": (
+        "croupier.commands.project",
+        "project the ledger into the read models (checkpointed, resumable)",
+    ),
+    "reconcile": (
+        "croupier.commands.reconcile",
+        "reconcile a wallet's transaction log against the ledger",
+    ),
+    "report": ("croupier.commands.report", "finance reports from the ledger"),
+    "integrity": (
+        "croupier.commands.integrity",
+        "is the game fair? deal value and play residual z-scores of a period",
+    ),
+    "par": (
+        "croupier.commands.par",
+        "print a pay table's PAR sheet (exact RTP, house edge, outcome table)",
+    ),
+    "odds": (
+        "croupier.commands.odds",
+        "exact EV of each action at a decision, by full enumeration",
+    ),
+    "contracts": (
+        "croupier.commands.contracts",
+        "generate the JSON Schemas of every message from the models",
+    ),
+    "web": (
+        "croupier.commands.web",
+        "serve game history and round recall over HTTP (read-only)",
+    ),
+    "token": ("croupier.commands.token", "make a player's token for the history API"),
+}
 
 EPILOG = """\
 exit codes: 0 done; 1 a finding (broken chain, discrepancy, unpaid round, stale file);
@@ -58,8 +94,25 @@ DEBUG_HELP = "show the traceback of an error"
 SERVICES = frozenset({"serve", "web"})
 
 
-def build_parser(commands: Sequence[str] = COMMANDS) -> argparse.ArgumentParser:
-    """The argument parser with a sub-command for each module named in ``commands``."""
+class _Commands(argparse._SubParsersAction):  # type: ignore[type-arg]
+    """Sub-commands whose summaries come from the command table."""
+
+    summaries: Mapping[str, str] = {}
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        kwargs.setdefault("help", self.summaries[name])
+        parser: argparse.ArgumentParser = super().add_parser(name, **kwargs)
+        parser.add_argument(
+            "--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP
+        )
+        return parser
+
+
+def build_parser(
+    commands: Mapping[str, tuple[str, str]] = COMMANDS, chosen: str | None = None
+) -> argparse.ArgumentParser:
+    """The argument parser with a sub-command for each of ``commands``; only the ``chosen``
+    one's module is imported (all of them when None), the others are listed by name."""
     parser = ArgumentParser(
         prog="croupier",
         description="Round settlement for live Casino Hold'em and Texas Hold'em Plus tables.",
@@ -69,15 +122,28 @@ def build_parser(commands: Sequence[str] = COMMANDS) -> argparse.ArgumentParser:
     parser.add_argument(
         "--debug", action="store_true", help=DEBUG_HELP + " (here or after the command)"
     )
-    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in commands:
-        importlib.import_module(module).register(subparsers)
-    for sub in subparsers.choices.values():
-        sub.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP)
+    parser.register("action", "commands", _Commands)
+    subparsers = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", action="commands"
+    )
+    subparsers.summaries = {name: summary for name, (_, summary) in commands.items()}  # type: ignore[attr-defined]
+    for name, (module, _) in commands.items():
+        if chosen is None or name == chosen:
+            importlib.import_module(module).register(subparsers)
+        else:
+            subparsers.add_parser(name)
     return parser
 
 
-def main(argv: Sequence[str] | None = None, commands: Sequence[str] = COMMANDS) -> int:
+def chosen_command(argv: Sequence[str], commands: Iterable[str]) -> str:
+    """The command ``argv`` names (its first word that is not an option), or ``""``."""
+    word = next((word for word in argv if not word.startswith("-")), "")
+    return word if word in set(commands) else ""
+
+
+def main(
+    argv: Sequence[str] | None = None, commands: Mapping[str, tuple[str, str]] = COMMANDS
+) -> int:
     """Run one command of ``commands`` as ``argv`` asks; returns the exit status."""
     try:
         settings: Settings = load_settings()
@@ -86,7 +152,8 @@ def main(argv: Sequence[str] | None = None, commands: Sequence[str] = COMMANDS) 
         settings, problem = Settings.model_construct(), error
     use_settings(settings)
     try:
-        args = build_parser(commands).parse_args(argv)
+        words = sys.argv[1:] if argv is None else list(argv)
+        args = build_parser(commands, chosen_command(words, commands)).parse_args(words)
     except SystemExit as done:  # --help, --version, or a usage error already printed
         return int(done.code or 0)
     except KeyboardInterrupt:
@@ -97,6 +164,8 @@ def main(argv: Sequence[str] | None = None, commands: Sequence[str] = COMMANDS) 
         if problem is not None:
             raise problem
         level = settings.log_level or ("INFO" if args.command in SERVICES else "WARNING")
+        from croupier.logs import configure_logging
+
         configure_logging(level)
         return int(args.run(args))
     except CommandError as error:

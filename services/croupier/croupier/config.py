@@ -47,7 +47,6 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from croupier.errors import CommandError
 from croupier.history.headers import parse_frame_ancestors
-from croupier.ledger import LEASE_LIMIT
 from croupier.urls import check_amqp_url, mask_secrets, parse_ledger_url
 
 DEFAULT_DATABASE_URL: Final = "postgresql://postgres@127.0.0.1:5432/croupier"
@@ -55,6 +54,9 @@ DEFAULT_AMQP_URL: Final = "amqp://guest:guest@127.0.0.1:5672/"
 DEFAULT_HTTP_PORT: Final = 9464
 DEFAULT_WEB_PORT: Final = 8470
 MAX_BATCH_LIMIT: Final = 10_000
+#: The longest term a Croupier instance takes the relay lease for (seconds); the ledger
+#: treats a longer lease as written by no Croupier (:mod:`croupier.ledger`).
+LEASE_LIMIT: Final = 600.0
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
 

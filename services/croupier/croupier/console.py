@@ -16,14 +16,15 @@ import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from croupier.config import settings
 from croupier.errors import CommandError, ExitCode, reaching
-from croupier.ledger import Ledger, open_ledger
-from croupier.ledger.signing import LedgerKey, SigningKeyError
 from croupier.urls import mask_url, parse_ledger_url
-from holdem.paytable import PayTableError, resolve_paytable
+
+if TYPE_CHECKING:  # the ledger and the rules core load when a command uses them, not for --help
+    from croupier.ledger import Ledger
+    from croupier.ledger.signing import LedgerKey
 
 LEDGER_HELP = (
     "ledger URL: postgresql://USER@HOST:PORT/DATABASE, sqlite:///RELATIVE/FILE or "
@@ -39,7 +40,9 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         default = action.default
         if (
             "default" in text
-            or default in (None, False, argparse.SUPPRESS)
+            or default is None
+            or default is False
+            or default == argparse.SUPPRESS
             or not action.option_strings
             or isinstance(action, argparse._StoreConstAction)
         ):
@@ -127,6 +130,8 @@ def ledger_url(text: str) -> str:
 
 def paytable_id(text: str) -> str:
     """An option type: a pay table id (``casino-holdem/classic``) or its short name."""
+    from holdem.paytable import PayTableError, resolve_paytable
+
     try:
         return resolve_paytable(text)
     except PayTableError as error:
@@ -182,6 +187,8 @@ async def ledger_at(
             ) from None
     elif path is not None and not path.is_file():
         raise CommandError(f"no SQLite ledger at {path}", _missing_file_hint(url))
+    from croupier.ledger import open_ledger
+
     with reaching(ledger=url):
         async with open_ledger(url, key) as ledger:
             yield ledger
@@ -190,6 +197,8 @@ async def ledger_at(
 def signing_key(path: str | None, *, required: bool) -> LedgerKey | None:
     """The ledger signing key at ``path`` (``CROUPIER_LEDGER_SIGNING_KEY``); a
     :class:`CommandError` when it is required and missing, or unusable."""
+    from croupier.ledger.signing import LedgerKey, SigningKeyError
+
     if not path:  # unset, or set to nothing
         if required:
             raise CommandError(

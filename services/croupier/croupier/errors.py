@@ -26,11 +26,6 @@ from contextlib import contextmanager
 from enum import IntEnum
 from urllib.parse import unquote, urlsplit
 
-import aiormq.exceptions
-import asyncpg
-
-from croupier.bus import BusError
-from croupier.ledger import LedgerUnavailable
 from croupier.urls import host_port, mask_secrets
 
 
@@ -78,6 +73,13 @@ def reaching(*, ledger: str = "", broker: str = "") -> Iterator[None]:
 def explain(error: BaseException, *, ledger: str = "", broker: str = "") -> CommandError | None:
     """A :class:`CommandError` for a known failure to reach the ledger or the broker, or
     None. ``ledger`` and ``broker`` are the URLs in use, to name the server."""
+    # the drivers load here, not with every command's --help
+    import aiormq.exceptions
+    import asyncpg
+
+    from croupier.bus import BusError
+    from croupier.ledger import LedgerUnavailable
+
     if isinstance(error, CommandError):
         return error
     if isinstance(error, LedgerUnavailable) and error.__cause__ is not None:
@@ -103,6 +105,8 @@ _FILE_ERRORS = (FileNotFoundError, IsADirectoryError, NotADirectoryError, Permis
 
 
 def _ledger_error(error: BaseException, url: str) -> CommandError | None:
+    import asyncpg
+
     if isinstance(error, asyncpg.InvalidCatalogNameError):
         return CommandError(
             f"PostgreSQL at {host_port(url)}: {error}",
@@ -126,6 +130,8 @@ def _ledger_error(error: BaseException, url: str) -> CommandError | None:
 
 
 def _broker_error(error: BaseException, url: str) -> CommandError:
+    import aiormq.exceptions
+
     if isinstance(error, aiormq.exceptions.ProbableAuthenticationError):
         return CommandError(
             f"RabbitMQ at {host_port(url)} refused the login",

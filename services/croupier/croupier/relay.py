@@ -43,7 +43,8 @@ import structlog
 from contract.canonical import canonical_json
 from croupier import deadletters
 from croupier.bus import DEAD_LETTER_EXCHANGE, UNROUTABLE, Outgoing, Refused, SettlementSink
-from croupier.ledger import LEASE_LIMIT, Ledger, PendingMessage
+from croupier.config import LEASE_LIMIT
+from croupier.ledger import Ledger, PendingMessage
 from croupier.ledger.chain import ChainRow
 from croupier.metrics import Metrics
 from croupier.results import outbox_rule

@@ -11,7 +11,17 @@ from collections.abc import Sequence
 from croupier import cli
 
 #: The floor's commands first, then croupier's own.
-COMMANDS = ("floor.commands.demo", "floor.commands.simulate", *cli.COMMANDS)
+COMMANDS = {
+    "demo": (
+        "floor.commands.demo",
+        "run the service with a simulated studio and print a summary",
+    ),
+    "simulate": (
+        "floor.commands.simulate",
+        "play simulated studio tables and emit their feed (JSONL file or RabbitMQ)",
+    ),
+    **cli.COMMANDS,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

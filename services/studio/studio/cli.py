@@ -47,7 +47,9 @@ def add_simulate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--boxes", type=int, help="1-7 boxes per table, one player each (default: a shared hand)"
     )
-    parser.add_argument("--strategy", default="simple", choices=sorted(STRATEGIES))
+    parser.add_argument(
+        "--strategy", default="simple", choices=sorted(STRATEGIES), help="how the players decide"
+    )
     parser.add_argument("--timeout-rate", type=float, default=0.0, help="decisions timed out")
     parser.add_argument("--side-bet-rate", type=float, default=0.3, help="antes with a side bet")
     parser.add_argument("--void-rate", type=float, default=0.0, help="rounds voided (misdeal)")

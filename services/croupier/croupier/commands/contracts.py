@@ -13,9 +13,7 @@ from croupier.schemas import check_schemas, write_schemas
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     """Add the ``contracts`` sub-command."""
-    parser = subparsers.add_parser(
-        "contracts", help="generate the JSON Schemas of every message from the models"
-    )
+    parser = subparsers.add_parser("contracts")
     parser.add_argument("--out", type=Path, default=Path("contracts"), help="target folder")
     parser.add_argument(
         "--check", action="store_true", help="write nothing; exit 1 if any file is out of date"

@@ -49,7 +49,6 @@ def register(subparsers: Any) -> None:
     """Add the ``integrity`` sub-command."""
     parser = subparsers.add_parser(
         "integrity",
-        help="is the game fair? deal value and play residual z-scores of a period",
         description=(
             "Deal value: the best-play value of the cards dealt against a fair shoe (moves only "
             "when the cards favour one side). Play residual: what the bets returned against "

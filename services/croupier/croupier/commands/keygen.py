@@ -12,10 +12,7 @@ from croupier.ledger.signing import LedgerKey, SigningKeyError
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     """Add the ``keygen`` sub-command."""
-    parser = subparsers.add_parser(
-        "keygen",
-        help="make the ledger signing key pair (private key for the service, public for audits)",
-    )
+    parser = subparsers.add_parser("keygen")
     parser.add_argument(
         "--out", type=Path, required=True, help="folder for ledger-signing.key and .pub"
     )

@@ -31,7 +31,6 @@ def register(subparsers: Any) -> None:
     """Add the ``migrate`` sub-command."""
     parser = subparsers.add_parser(
         "migrate",
-        help="apply pending ledger migrations and set up the read models",
         description="Apply pending migrations and set up the read models; a SQLite ledger "
         "file is created if missing.",
     )

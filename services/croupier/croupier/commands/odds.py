@@ -25,7 +25,6 @@ def register(subparsers: Any) -> None:
     """Add the ``odds`` sub-command."""
     parser = subparsers.add_parser(
         "odds",
-        help="exact EV of each action at a decision, by full enumeration",
         description=(
             "Casino Hold'em: give --player and --flop (the call/fold decision). Texas Hold'em "
             "Plus: --player alone (preflop, from the stored PAR data), with --flop (flop), or "

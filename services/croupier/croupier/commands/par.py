@@ -43,7 +43,6 @@ def register(subparsers: Any) -> None:
     """Add the ``par`` sub-command."""
     parser = subparsers.add_parser(
         "par",
-        help="print a pay table's PAR sheet (exact RTP, house edge, outcome table)",
         description="Print the stored PAR sheet of a pay table, or recompute and store them.",
     )
     parser.add_argument(

@@ -24,7 +24,6 @@ def register(subparsers: Any) -> None:
     """Add the ``project`` sub-command."""
     parser = subparsers.add_parser(
         "project",
-        help="project the ledger into the read models (checkpointed, resumable)",
         description=(
             "Applies every committed ledger event after each read model's checkpoint, "
             "batch by batch, each batch and its checkpoint in one transaction."

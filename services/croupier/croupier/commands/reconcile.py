@@ -43,7 +43,6 @@ def register(subparsers: Any) -> None:
     """Add the ``reconcile`` sub-command."""
     parser = subparsers.add_parser(
         "reconcile",
-        help="reconcile a wallet's transaction log against the ledger",
         description=(
             "Compares every stake debited, result credited and void refunded by the wallet "
             "with the ledger, for a period of ledger positions. Exit 0: everything matches "

@@ -57,9 +57,7 @@ class Listed:
 
 def register(subparsers: Any) -> None:
     """Add the ``redrive`` sub-command."""
-    parser = subparsers.add_parser(
-        "redrive", help="re-publish parked messages to the feed", description=__doc__
-    )
+    parser = subparsers.add_parser("redrive", description=__doc__)
     parser.add_argument("--amqp", metavar="URL", help="the broker (default CROUPIER_AMQP_URL)")
     add_ledger_argument(parser)
     parser.add_argument(

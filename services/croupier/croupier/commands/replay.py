@@ -26,7 +26,6 @@ def register(subparsers: Any) -> None:
     """Add the ``replay`` sub-command."""
     parser = subparsers.add_parser(
         "replay",
-        help="settle a recorded feed (JSONL) and write results and rejections",
         epilog="Signs the ledger's heads when CROUPIER_LEDGER_SIGNING_KEY is set.",
         description=__doc__,
     )

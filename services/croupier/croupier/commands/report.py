@@ -23,7 +23,7 @@ from croupier.urls import mask_url
 
 def register(subparsers: Any) -> None:
     """Add the ``report`` sub-command (``report hold``)."""
-    parser = subparsers.add_parser("report", help="finance reports from the ledger")
+    parser = subparsers.add_parser("report")
     reports = parser.add_subparsers(dest="report", required=True, metavar="REPORT")
     hold = reports.add_parser(
         "hold",

@@ -30,9 +30,7 @@ from croupier.settler import Settler
 
 def register(subparsers: Any) -> None:
     """Add the ``rounds`` sub-command."""
-    parser = subparsers.add_parser(
-        "rounds", help="list the ledger's open rounds and what each waits for", description=__doc__
-    )
+    parser = subparsers.add_parser("rounds", description=__doc__)
     parser.add_argument(
         "--open", action="store_true", required=True, help="the rounds not settled or voided"
     )

@@ -25,7 +25,6 @@ def register(subparsers: Any) -> None:
     """Add the ``serve`` sub-command."""
     parser = subparsers.add_parser(
         "serve",
-        help="consume the studio feed, settle into the ledger, publish results",
         description="Configured by CROUPIER_DATABASE_URL (the service role), CROUPIER_AMQP_URL, "
         "CROUPIER_HTTP_PORT, CROUPIER_LOG_LEVEL, CROUPIER_MAX_BATCH, CROUPIER_HELD_TIMEOUT, "
         "CROUPIER_ROUND_TIMEOUT, CROUPIER_RELAY_LEASE and CROUPIER_LEDGER_SIGNING_KEY "

@@ -43,7 +43,6 @@ def register(subparsers: Any) -> None:
     """Add the ``verify`` sub-command."""
     parser = subparsers.add_parser(
         "verify",
-        help="check the ledger's hash chain, outbox and signed heads",
         description="Walk the hash chain and the outbox; with --public-key also the signed "
         "heads and publish marks. Exit 1 and name every changed, removed, inserted, unsigned, "
         "forged or missing row. A SQLite ledger file must exist.",

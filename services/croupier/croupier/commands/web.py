@@ -81,9 +81,7 @@ def register(subparsers: Any) -> None:
     """Add the ``web`` sub-command."""
     parser = subparsers.add_parser(
         "web",
-        help="serve game history and round recall over HTTP (read-only)",
         description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--host", default="0.0.0.0", help="address to listen on")
     parser.add_argument(

@@ -172,6 +172,15 @@ class Authenticator:
         raise jwt.InvalidAlgorithmError(f"algorithm {algorithm!r} is not accepted")
 
 
+def player_token(secret: bytes, player_id: str, seconds: int, now: float | None = None) -> str:
+    """A player's HS256 token, valid ``seconds`` from ``now``, as the game server signs it."""
+    Authenticator(secret)  # the same checks on the secret as when verifying
+    if not PLAYER_ID_PATTERN.match(player_id):
+        raise ValueError(f"not a player id: {player_id!r}")
+    expires = int(time.time() if now is None else now) + seconds
+    return jwt.encode({"sub": player_id, "exp": expires}, secret, algorithm="HS256")
+
+
 def load_authenticator(
     secret: str | None,
     public_key: str | None,

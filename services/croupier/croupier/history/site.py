@@ -11,17 +11,14 @@ from __future__ import annotations
 import asyncio
 import secrets
 import threading
-import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Final
 from urllib.parse import quote
 
-import jwt
-
 from croupier.commands.web import web_server
-from croupier.history.auth import Authenticator
+from croupier.history.auth import Authenticator, player_token
 from croupier.history.store import open_store
 from croupier.ledger import open_ledger
 from croupier.projection import open_store as open_read_models
@@ -44,8 +41,7 @@ class HistorySite:
 
     def page_for(self, player_id: str) -> str:
         """The URL of ``player_id``'s history page, with a token valid for an hour."""
-        claims = {"sub": player_id, "exp": int(time.time()) + TOKEN_SECONDS}
-        token = jwt.encode(claims, self.secret, algorithm="HS256")
+        token = player_token(self.secret.encode(), player_id, TOKEN_SECONDS)
         return f"http://127.0.0.1:{self.port}/history?token={quote(token)}"
 
 

@@ -105,6 +105,7 @@ from functools import wraps
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, ParamSpec, TypeVar
 
+from croupier.config import LEASE_LIMIT
 from croupier.facts import Fact
 from croupier.ledger.audit import Audit, LetterRule, OutboxRule
 from croupier.ledger.chain import (
@@ -121,8 +122,6 @@ from croupier.ledger.trust import HEADS_SCANNED, HeadRow, MarkRow, Trust, vouch
 if TYPE_CHECKING:
     from croupier.ledger.batch import Plan
 
-#: The longest term a Croupier instance takes the relay lease for (seconds).
-LEASE_LIMIT: Final = 600.0
 #: Positions one ``vouched`` read covers at most (more are read in further spans).
 VOUCH_SPAN: Final = 20_000
 #: Head rows one ``vouched`` span examines at most (a batch signs one head).

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 from floor.commands import studio_options
-from floor.demo import run_demo
 from studio.wallet import WalletFaults
 
 
@@ -16,7 +15,6 @@ def register(subparsers: Any) -> None:
     """Add the ``demo`` sub-command."""
     parser = subparsers.add_parser(
         "demo",
-        help="run the service with a simulated studio and print a summary",
         description=(
             "Uses RabbitMQ and PostgreSQL when they answer (CROUPIER_AMQP_URL, "
             "CROUPIER_DATABASE_URL, or the local defaults); otherwise the in-process bus "
@@ -56,6 +54,9 @@ def _faults(text: str) -> WalletFaults:
 
 def run(args: argparse.Namespace) -> int:
     """Run the demo."""
+    print("croupier demo: starting the service, a studio and a wallet", flush=True)
+    from floor.demo import run_demo  # after the first line: loading takes a moment
+
     with studio_options("croupier demo"):
         return asyncio.run(
             run_demo(

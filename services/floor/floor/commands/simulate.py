@@ -10,7 +10,7 @@ from croupier.console import add_json_argument, output_file
 from croupier.errors import CommandError
 from croupier.progress import Progress
 from floor.commands import studio_options
-from studio.cli import SIMULATE_HELP, add_simulate_arguments, run_simulate
+from studio.cli import add_simulate_arguments, run_simulate
 from studio.config import StudioConfig
 from studio.message import FeedMessage
 
@@ -19,7 +19,7 @@ _CLOSING = (".round.completed", ".round.voided")
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     """Add the ``simulate`` sub-command, with the studio's own options."""
-    parser = subparsers.add_parser("simulate", help=SIMULATE_HELP)
+    parser = subparsers.add_parser("simulate")
     add_simulate_arguments(parser)
     add_json_argument(parser)
     parser.set_defaults(run=run, prog="croupier simulate")
