@@ -18,7 +18,12 @@ SECRET = "a-secret-of-at-least-thirty-two-bytes!"
 @pytest.fixture(autouse=True)
 def _scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)  # no .env of the checkout
-    for name in ("CROUPIER_PLAYER_TOKEN_SECRET", "CROUPIER_PLAYER_TOKEN_PUBLIC_KEY"):
+    for name in (
+        "CROUPIER_PLAYER_TOKEN_SECRET",
+        "CROUPIER_PLAYER_TOKEN_PUBLIC_KEY",
+        "CROUPIER_WEB_TOKEN_ISSUER",
+        "CROUPIER_WEB_TOKEN_AUDIENCE",
+    ):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -31,7 +36,8 @@ def token(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
 
 
 def expires(text: str) -> int:
-    return int(jwt.decode(text, SECRET, algorithms=["HS256"])["exp"])
+    claims = jwt.decode(text, SECRET, algorithms=["HS256"], options={"verify_aud": False})
+    return int(claims["exp"])
 
 
 def test_the_token_signs_the_player_in(
@@ -45,6 +51,20 @@ def test_the_token_signs_the_player_in(
     assert made + 120 <= expires(text) <= time.time() + 120
     with pytest.raises(Unauthorized, match="not valid"):
         Authenticator(b"another secret, also thirty-two bytes").player(text)
+
+
+def test_the_token_carries_the_issuer_and_audience_the_service_requires(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("CROUPIER_PLAYER_TOKEN_SECRET", SECRET)
+    monkeypatch.setenv("CROUPIER_WEB_TOKEN_ISSUER", "game-server")
+    monkeypatch.setenv("CROUPIER_WEB_TOKEN_AUDIENCE", "croupier-history")
+    text = token(["--player", "p1"], capsys)
+
+    bound = Authenticator(SECRET.encode(), issuer="game-server", audience="croupier-history")
+    assert bound.player(text).player_id == "p1"
+    with pytest.raises(Unauthorized, match="not valid"):
+        Authenticator(SECRET.encode(), issuer="game-server", audience="elsewhere").player(text)
 
 
 def test_the_default_lifetime_is_an_hour(

@@ -1,8 +1,9 @@
 """``croupier token``: a player's token for the history API, signed with the configured secret.
 
 The token is what the operator's game server hands a player: a JWT, HS256 with
-``CROUPIER_PLAYER_TOKEN_SECRET``, ``sub`` the player id and ``exp`` ``--ttl`` seconds from
-now; ``croupier web`` admits it until then (:mod:`croupier.history.auth`). For support and
+``CROUPIER_PLAYER_TOKEN_SECRET``, ``sub`` the player id, ``exp`` ``--ttl`` seconds from
+now, and ``iss`` and ``aud`` when ``CROUPIER_WEB_TOKEN_ISSUER`` and ``_AUDIENCE`` name them;
+``croupier web`` admits it until then (:mod:`croupier.history.auth`). For support and
 tests; printed on stdout, nothing else.
 """
 
@@ -39,7 +40,7 @@ def register(subparsers: Any) -> None:
 def _player(text: str) -> str:
     from croupier.history.auth import PLAYER_ID_PATTERN
 
-    if not PLAYER_ID_PATTERN.match(text):
+    if not PLAYER_ID_PATTERN.fullmatch(text):
         raise argparse.ArgumentTypeError("a player id is 1 to 128 printable characters")
     return text
 
@@ -49,14 +50,21 @@ def run(args: argparse.Namespace) -> int:
     from croupier.config import settings
     from croupier.history.auth import AuthConfigError, player_token
 
-    secret = settings().player_token_secret
+    chosen = settings()
+    secret = chosen.player_token_secret
     if secret is None:
         raise CommandError(
             "CROUPIER_PLAYER_TOKEN_SECRET is not set",
             "set it (at least 32 bytes) in the environment or .env, as for `croupier web`",
         )
     try:
-        token = player_token(secret.get_secret_value().encode(), args.player, args.ttl)
+        token = player_token(
+            secret.get_secret_value().encode(),
+            args.player,
+            args.ttl,
+            issuer=chosen.web_token_issuer or None,
+            audience=chosen.web_token_audience or None,
+        )
     except AuthConfigError as error:
         raise CommandError(str(error), "fix the environment or .env") from None
     print(token)

@@ -172,13 +172,28 @@ class Authenticator:
         raise jwt.InvalidAlgorithmError(f"algorithm {algorithm!r} is not accepted")
 
 
-def player_token(secret: bytes, player_id: str, seconds: int, now: float | None = None) -> str:
-    """A player's HS256 token, valid ``seconds`` from ``now``, as the game server signs it."""
+def player_token(
+    secret: bytes,
+    player_id: str,
+    seconds: int,
+    *,
+    issuer: str | None = None,
+    audience: str | None = None,
+    now: float | None = None,
+) -> str:
+    """A player's HS256 token, valid ``seconds`` from ``now``, carrying ``iss`` and ``aud``
+    when given: what the operator's game server signs, for an :class:`Authenticator` with
+    the same secret, issuer and audience."""
     Authenticator(secret)  # the same checks on the secret as when verifying
-    if not PLAYER_ID_PATTERN.match(player_id):
+    if not PLAYER_ID_PATTERN.fullmatch(player_id):
         raise ValueError(f"not a player id: {player_id!r}")
-    expires = int(time.time() if now is None else now) + seconds
-    return jwt.encode({"sub": player_id, "exp": expires}, secret, algorithm="HS256")
+    claims: dict[str, Any] = {"sub": player_id, "exp": int(time.time() if now is None else now)}
+    claims["exp"] += seconds
+    if issuer is not None:
+        claims["iss"] = issuer
+    if audience is not None:
+        claims["aud"] = audience
+    return jwt.encode(claims, secret, algorithm="HS256")
 
 
 def load_authenticator(
