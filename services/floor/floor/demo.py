@@ -9,7 +9,8 @@ demo ends with ``croupier reconcile``'s summary of that log against its part of 
 
 Embedded, every run starts a new ledger (:data:`DEMO_LEDGER`, replaced), so a rerun takes as
 long as the first and the ledger on disk stays the size of one run; the wallet log is
-replaced too. The demo prints progress at least every second from start to end, and the
+replaced too. Progress comes at least every second from start to end (``croupier demo``
+prints through :class:`floor.steady.SteadyOutput`), and the
 commands it prints run as printed (the program's path, the ledger's ``--ledger``). Then,
 when someone is at a terminal, it keeps serving the game-history pages until Ctrl-C;
 otherwise (CI, a pipe) it exits after its summary.
@@ -45,7 +46,7 @@ from croupier.bus.memory import MemoryBus
 from croupier.config import Settings, settings
 from croupier.console import program
 from croupier.errors import CommandError, reaching
-from croupier.facts import closing
+from croupier.facts import Closing, closing
 from croupier.history.site import history_site
 from croupier.ledger import Ledger, open_ledger
 from croupier.ledger.signing import PRIVATE_KEY_FILE, LedgerKey
@@ -142,10 +143,11 @@ async def run_demo(
     wallet_log: Path | None = None,
     wallet_faults: WalletFaults | None = None,
     serve_until_stopped: bool | None = None,
+    rest: Callable[[], None] = lambda: None,
 ) -> int:
     """Play ``rounds`` rounds through the service; print progress and a summary. Then keep
     serving the history pages until Ctrl-C when ``serve_until_stopped`` (default: when
-    standard input is a terminal)."""
+    standard input is a terminal), calling ``rest`` first."""
     chosen = settings()
     live = not embedded and _live_available(chosen)
     if not live and (chosen.database_configured or chosen.amqp_configured) and not embedded:
@@ -177,20 +179,20 @@ async def run_demo(
             page = site.page_for(player)
             say(f"game history of {player}: {page}")
             try:
-                await _play(config, messages, bus, chosen, wallet, service, start, say)
+                closed = await _play(config, messages, bus, chosen, wallet, service, start, say)
             finally:
                 await service.stop()
-            totals, closed = await _ledger_totals(ledger, start, wallet.tables)
             # the commands it prints name the demo's ledger unless it is the configured one
             on_ledger = "" if url == chosen.database_url else f" --ledger {url}"
             reconciled = await _reconcile(ledger, start, messages, wallet, log_path, on_ledger, say)
-            say(_summary(totals, wallet))
-            audit = Audit(dealt_rounds(messages), closed, wallet.by_round)
+            say(_summary(closed.totals, wallet))
+            audit = Audit(dealt_rounds(messages), closed.returned, wallet.by_round)
             for line in audit.report():
                 say(line)
             if serve_until_stopped:
                 say(f"\nthe game history stays up at {page}")
                 say("press Ctrl-C to stop the demo")
+                rest()
                 await _until_interrupted()
                 say("demo stopped")
     return 0 if audit.ok and reconciled else 1
@@ -210,8 +212,7 @@ async def _until_interrupted() -> None:
 
 
 class _Ticker:
-    """Says how far a step has come, at most every ``every`` seconds, and a heartbeat line
-    while it waits on one long statement (no step goes quiet for longer than that)."""
+    """Says how far a step has come, at most every ``every`` seconds."""
 
     def __init__(self, say: Say, every: float = 1.0) -> None:
         self.say = say
@@ -235,20 +236,6 @@ class _Ticker:
         status = f": {self.status}" if self.status else ""
         self.say(f"  {self.step}{status} ({self.shown - self.started:.1f}s)")
 
-    @asynccontextmanager
-    async def heartbeat(self) -> AsyncIterator[None]:
-        async def beat() -> None:
-            while True:
-                await asyncio.sleep(self.every / 4)
-                if time.perf_counter() - self.shown >= self.every:
-                    self._show()
-
-        task = asyncio.create_task(beat())
-        try:
-            yield
-        finally:
-            task.cancel()
-
 
 async def _reconcile(
     ledger: Ledger,
@@ -269,50 +256,49 @@ async def _reconcile(
     assert wallet.log is not None
     say("\nreconciling the wallet's log against the ledger")
     ticker = _Ticker(say)
-    async with ticker.heartbeat():
-        ticker.begin("wagers read model")
-        head = await Reconciliation.prepare_ledger(
-            ledger,
-            lambda p: ticker.update(f"{p.position - start:,}/{p.target - start:,} events"),
+    ticker.begin("wagers read model")
+    head = await Reconciliation.prepare_ledger(
+        ledger,
+        lambda p: ticker.update(f"{p.position - start:,}/{p.target - start:,} events"),
+    )
+    store = open_store(ledger)
+    async with store.session() as session:
+        rows = await session.fetch(
+            "SELECT event_id FROM rejected_wagers WHERE position > ?", (start,)
         )
-        store = open_store(ledger)
-        async with store.session() as session:
-            rows = await session.fetch(
-                "SELECT event_id FROM rejected_wagers WHERE position > ?", (start,)
-            )
-        rejected = {event_id for (event_id,) in rows}
-        for message in messages:
-            wallet.log.debit(message, rejected=message.event_id in rejected)
-        wallet.log.close()
-        say(f"  wallet transaction log: {path}")
-        for planted in wallet.log.planted:
-            where = planted.message_id or "/".join(planted.wager or ())
-            say(f"  the wallet misbehaved on request: {planted.fault} ({where})")
-        period = await resolve_period(ledger, head, positions=(start + 1, head))
-        async with store.session() as session:
-            reconciliation = Reconciliation(session, Summary(period, 0))
-            staged = 0
+    rejected = {event_id for (event_id,) in rows}
+    for message in messages:
+        wallet.log.debit(message, rejected=message.event_id in rejected)
+    wallet.log.close()
+    say(f"  wallet transaction log: {path}")
+    for planted in wallet.log.planted:
+        where = planted.message_id or "/".join(planted.wager or ())
+        say(f"  the wallet misbehaved on request: {planted.fault} ({where})")
+    period = await resolve_period(ledger, head, positions=(start + 1, head))
+    async with store.session() as session:
+        reconciliation = Reconciliation(session, Summary(period, 0))
+        staged = 0
 
-            def advance(rows: int) -> None:
-                nonlocal staged
-                staged += rows
-                ticker.update(f"{staged:,} wallet rows")
+        def advance(rows: int) -> None:
+            nonlocal staged
+            staged += rows
+            ticker.update(f"{staged:,} wallet rows")
 
-            ticker.begin("comparing")
-            summary = await reconciliation.run_file(path, advance)
-            ticker.update(f"{staged:,} wallet rows", now=True)
-            croupier = program()
-            say(
-                f"reconciliation ({croupier} reconcile{on_ledger} --wallet {path} "
-                f"--positions {start + 1}:{head}):"
-            )
-            await write_human(
-                lambda line: say("  " + line),
-                reconciliation,
-                "the demo's ledger",
-                str(path),
-                verify=f"{croupier} verify{on_ledger}",
-            )
+        ticker.begin("comparing")
+        summary = await reconciliation.run_file(path, advance)
+        ticker.update(f"{staged:,} wallet rows", now=True)
+        croupier = program()
+        say(
+            f"reconciliation ({croupier} reconcile{on_ledger} --wallet {path} "
+            f"--positions {start + 1}:{head}):"
+        )
+        await write_human(
+            lambda line: say("  " + line),
+            reconciliation,
+            "the demo's ledger",
+            str(path),
+            verify=f"{croupier} verify{on_ledger}",
+        )
     return summary.ok
 
 
@@ -485,7 +471,8 @@ async def _play(
     service: Service,
     start: int,
     say: Say,
-) -> None:
+) -> _Closing:
+    """Play the feed until every round is paid (or nothing moves); what closed, with totals."""
     say(f"studio: {len(config.tables)} tables, {config.rounds} rounds, {len(messages)} events")
     started = time.perf_counter()
     sent = asyncio.Event()
@@ -495,22 +482,36 @@ async def _play(
     else:
         publishing = asyncio.create_task(_publish_amqp(messages, settings.amqp_url, wallet, sent))
     closing = _Closing(service.ledger, start, wallet.tables, dealt_rounds(messages))
-    async with _feed_backlog(bus, settings) as feed_backlog:
+    backlog: list[int] = []  # the feed backlog at each tick, newest last
+
+    async def report(feed_backlog: Callable[[], Awaitable[int]]) -> None:
+        """A progress line every tick, from the wallet and the feed: never waits for the
+        ledger, which the service keeps busy."""
         while True:
             await asyncio.sleep(TICK)
-            backlog = await feed_backlog()
-            pending = len(await service.ledger.pending_outbox(1))
-            moved = await closing.follow()
+            backlog.append(await feed_backlog())
             elapsed = time.perf_counter() - started
             say(
                 f"  {elapsed:5.1f}s  rounds paid {len(wallet.rounds):>5}/{config.rounds}"
-                f"  results paid {len(wallet.seen):>6}  feed backlog {backlog:>6}"
+                f"  results paid {len(wallet.seen):>6}  feed backlog {backlog[-1]:>6}"
             )
-            idle = sent.is_set() and backlog == 0 and pending == 0 and not moved
-            if (idle and closing.done(wallet)) or closing.stalled(idle):
-                wallet.settled.set()
-                await publishing
-                return
+
+    async with _feed_backlog(bus, settings) as feed_backlog:
+        reporting = asyncio.create_task(report(feed_backlog))
+        try:
+            while True:
+                await asyncio.sleep(TICK)
+                pending = len(await service.ledger.pending_outbox(1))
+                moved = await closing.follow()
+                drained = bool(backlog) and backlog[-1] == 0
+                idle = sent.is_set() and drained and pending == 0 and not moved
+                if (idle and closing.done(wallet)) or closing.stalled(idle):
+                    wallet.settled.set()
+                    await publishing
+                    await closing.follow()
+                    return closing
+        finally:
+            reporting.cancel()
 
 
 TICK = 0.5  # seconds between progress lines
@@ -519,7 +520,8 @@ STALL_TICKS = 60  # ticks without one after which it ends anyway, and the audit 
 
 
 class _Closing:
-    """Follows the ledger while the demo plays: which of this run's rounds have closed.
+    """Follows the ledger while the demo plays: which of this run's rounds have closed, and
+    what they wagered and returned.
 
     The demo ends when every round dealt without a fault has closed, every closed round is
     paid, and the ledger has been quiet a moment (faulted rounds get that moment to close);
@@ -533,6 +535,9 @@ class _Closing:
         self.stream_prefix = f"round:{prefix}"
         self.must_close = {key for key, faults in dealt.items() if not faults - {"redelivery"}}
         self.closed: set[RoundKey] = set()
+        #: Totals per game, and the amount returned per closed round, of this run's tables.
+        self.totals: dict[str, GameTotals] = {}
+        self.returned: dict[RoundKey, Counter[str]] = {}
         self.after = after
         self.quiet = 0
 
@@ -545,10 +550,25 @@ class _Closing:
                 if record.type in (SETTLED, VOIDED) and record.stream.startswith(
                     self.stream_prefix
                 ):
-                    event = record.data["event"]
-                    self.closed.add((event["table_id"], event["round_id"]))
+                    self._count(record.type, closing(record.data))
         self.quiet = 0 if moved else self.quiet + 1
         return moved
+
+    def _count(self, fact_type: str, data: Closing) -> None:
+        """Add a closed round of this run to the totals of its game."""
+        event = data["event"]
+        key = (event["table_id"], event["round_id"])
+        self.closed.add(key)
+        game = str(load_paytable(data["paytable"]["id"]).game)
+        totals = self.totals.setdefault(game, GameTotals())
+        totals.rounds += fact_type == SETTLED
+        totals.voided += fact_type == VOIDED
+        returned = self.returned.setdefault(key, Counter())
+        for line in data["results"]:
+            returned[line["currency"]] += line["returned"]
+            totals.bets += 1
+            totals.wagered[line["currency"]] += line["stake"]
+            totals.returned[line["currency"]] += line["returned"]
 
     def done(self, wallet: Wallet) -> bool:
         """Every round that must close has, each closed round is paid, all quiet."""
@@ -614,34 +634,6 @@ async def _feed_backlog(
             return int(queue.declaration_result.message_count or 0)
 
         yield on_broker
-
-
-async def _ledger_totals(
-    ledger: Ledger, after: int, prefix: str
-) -> tuple[dict[str, GameTotals], dict[RoundKey, Counter[str]]]:
-    """Totals per game, and the amount returned per closed round, of this run's tables."""
-    totals: dict[str, GameTotals] = {}
-    closed: dict[RoundKey, Counter[str]] = {}
-    while page := await ledger.read_all(after, 5000):
-        after = page[-1].position
-        for record in page:
-            if record.type not in (SETTLED, VOIDED) or not record.stream.startswith(
-                f"round:{prefix}"
-            ):
-                continue
-            data = closing(record.data)
-            game = str(load_paytable(data["paytable"]["id"]).game)
-            game_totals = totals.setdefault(game, GameTotals())
-            game_totals.rounds += record.type == SETTLED
-            game_totals.voided += record.type == VOIDED
-            event = data["event"]
-            returned = closed.setdefault((event["table_id"], event["round_id"]), Counter())
-            for line in data["results"]:
-                returned[line["currency"]] += line["returned"]
-                game_totals.bets += 1
-                game_totals.wagered[line["currency"]] += line["stake"]
-                game_totals.returned[line["currency"]] += line["returned"]
-    return totals, closed
 
 
 _HEADER = ("game", "rounds", "voided", "bets", "wagered", "returned", "hold", "hold %")

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from floor.commands import studio_options
+from floor.steady import SteadyOutput
 from studio.wallet import WalletFaults
 
 
@@ -54,17 +55,19 @@ def _faults(text: str) -> WalletFaults:
 
 def run(args: argparse.Namespace) -> int:
     """Run the demo."""
-    print("croupier demo: starting the service, a studio and a wallet", flush=True)
-    from floor.demo import run_demo  # after the first line: loading takes a moment
+    with SteadyOutput() as say:
+        say("croupier demo: starting the service, a studio and a wallet")
+        from floor.demo import run_demo  # after the first line: loading takes a moment
 
-    with studio_options("croupier demo"):
-        return asyncio.run(
-            run_demo(
-                args.rounds,
-                args.seed,
-                print,
-                embedded=args.embedded,
-                wallet_log=args.wallet_log,
-                wallet_faults=args.wallet_faults,
+        with studio_options("croupier demo"):
+            return asyncio.run(
+                run_demo(
+                    args.rounds,
+                    args.seed,
+                    say,
+                    embedded=args.embedded,
+                    wallet_log=args.wallet_log,
+                    wallet_faults=args.wallet_faults,
+                    rest=say.rest,
+                )
             )
-        )
