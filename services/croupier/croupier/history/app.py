@@ -517,9 +517,11 @@ async def _form(request: Request) -> dict[str, str]:
 
 
 def _same_origin(request: Request) -> None:
-    """Refuses a POST another site's page sent (its ``Origin`` names another host)."""
+    """Refuses a POST another site's page sent (its ``Origin`` names another host). The
+    pages' ``Referrer-Policy: no-referrer`` makes browsers send ``Origin: null`` for their
+    own forms, so null proves nothing either way: the form tokens decide then."""
     origin = request.headers.get("origin")
-    if origin is not None and urlsplit(origin).netloc != request.headers.get("host"):
+    if origin not in (None, "null") and urlsplit(origin).netloc != request.headers.get("host"):
         raise SignInRefused("a sign-in from another site", 403)
 
 
