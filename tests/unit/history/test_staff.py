@@ -8,6 +8,7 @@ import hashlib
 import hmac
 import json
 import time
+from pathlib import Path
 
 import jwt
 import pytest
@@ -197,3 +198,44 @@ def test_sessions_survive_a_restart_only_with_the_configured_secret() -> None:
     with pytest.raises(Unauthorized):
         StaffSignIn(auth()).viewer(session)  # a secret made at start
     assert dataclasses.replace(StaffSignIn(auth(), secret=secret)).viewer(session)
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        ("CROUPIER_WEB_SESSION_SECRET", "short", "CROUPIER_WEB_SESSION_SECRET must be at least"),
+        ("CROUPIER_STAFF_SSO_PUBLIC_KEY", "{not a key", "CROUPIER_STAFF_SSO_PUBLIC_KEY must be"),
+        ("CROUPIER_STAFF_SSO_PUBLIC_KEY", "/no/such/file.pem", "cannot read"),
+    ],
+)
+def test_unusable_sign_in_settings_stop_the_command(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str, message: str
+) -> None:
+    from croupier.commands.web import access
+    from croupier.config import load_settings
+    from croupier.errors import CommandError
+
+    monkeypatch.setenv("CROUPIER_PLAYER_TOKEN_SECRET", "p" * 40)
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(CommandError, match=message):
+        access(load_settings())
+
+
+def test_the_sign_in_settings_make_the_services_access(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from croupier.commands.web import access
+    from croupier.config import load_settings
+
+    _, public = sso_keys()
+    (tmp_path / "sso.pem").write_text(public)
+    monkeypatch.setenv("CROUPIER_PLAYER_TOKEN_SECRET", "p" * 40)
+    monkeypatch.setenv("CROUPIER_WEB_SESSION_SECRET", "s" * 32)
+    monkeypatch.setenv("CROUPIER_STAFF_SSO_PUBLIC_KEY", str(tmp_path / "sso.pem"))
+    monkeypatch.setenv("CROUPIER_STAFF_SSO_AUDIENCE", "ops")
+    monkeypatch.setenv("CROUPIER_WEB_FRAME_ANCESTORS", "https://a.example https://b.example")
+    chosen = access(load_settings())
+    assert chosen.staff_sign_in.secret == b"s" * 32
+    assert chosen.staff_sign_in.sso_public_key == public
+    assert chosen.staff_sign_in.sso_audience == "ops"
+    assert chosen.frame_ancestors == ("https://a.example", "https://b.example")
