@@ -9,6 +9,7 @@ installs). A missing browser fails the test with the command that fixes it.
 
 from __future__ import annotations
 
+import base64
 import os
 import shutil
 from collections.abc import Iterator
@@ -52,10 +53,8 @@ def browser_fixture() -> Iterator[webdriver.Chrome]:
     options.binary_location = CHROMIUM
     for flag in FLAGS:
         options.add_argument(flag)
-    options.add_experimental_option(
-        "mobileEmulation", {"deviceMetrics": {"width": 412, "height": 915, "pixelRatio": 1.0}}
-    )
     driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+    at_width(driver, 412)
     driver.set_page_load_timeout(30)
     try:
         yield driver
@@ -63,9 +62,34 @@ def browser_fixture() -> Iterator[webdriver.Chrome]:
         driver.quit()
 
 
+def at_width(driver: webdriver.Chrome, width: int) -> None:
+    """Show pages on a screen ``width`` CSS pixels wide: a phone below 800, else a desktop."""
+    driver.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": width, "height": 915 if width < 800 else 900, "deviceScaleFactor": 1,
+         "mobile": width < 800},
+    )  # fmt: skip
+
+
+def overflow(driver: webdriver.Chrome) -> int:
+    """How many CSS pixels the page is wider than the screen (0: no horizontal scroll)."""
+    wide, screen = driver.execute_script(
+        "return [document.documentElement.scrollWidth, window.innerWidth]"
+    )
+    return max(0, int(wide) - int(screen))
+
+
 def screenshot(driver: webdriver.Chrome, name: str) -> Path:
-    """Save what the screen shows as ``artifacts/browser/<name>.png``; returns the path."""
+    """Save the whole page, as wide as the screen, as ``artifacts/browser/<name>.png``;
+    returns the path."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     path = ARTIFACTS / f"{name}.png"
-    driver.save_screenshot(str(path))
+    size = driver.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]
+    width = driver.execute_script("return window.innerWidth")
+    shot = driver.execute_cdp_cmd(
+        "Page.captureScreenshot",
+        {"format": "png", "captureBeyondViewport": True,
+         "clip": {"x": 0, "y": 0, "width": width, "height": size["height"], "scale": 1}},
+    )  # fmt: skip
+    path.write_bytes(base64.b64decode(shot["data"]))
     return path

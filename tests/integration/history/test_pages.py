@@ -17,7 +17,7 @@ async def test_the_round_page_shows_cards_hands_and_what_was_paid(web: Web) -> N
     html = response.text
     assert 'aria-label="Queen of hearts"' in html and 'class="card red"' in html
     assert "Flush, Queen, Ten, Nine, Seven, Two" in html
-    assert "AA Bonus won: Flush pays 20 to 1" in html
+    assert 'AA Bonus<span class="why">Won: Flush pays 20 to 1</span>' in html
     assert "21.00 EUR" in html and "+24.00 EUR" in html
     assert "a2" not in html and "p2" not in html
     assert response.headers["Referrer-Policy"] == "no-referrer"
@@ -61,10 +61,11 @@ async def test_the_history_page_lists_the_players_rounds_and_links_each(web: Web
 
     assert response.status_code == 200
     html = response.text
-    assert html.index("round r-void") < html.index("round r-boxes") < html.index("round r-shared")
+    assert html.index(f'"{TABLE_CH}/r-void"') < html.index(f'"{TABLE_THP}/r-boxes"')
+    assert html.index(f'"{TABLE_THP}/r-boxes"') < html.index(f'"{TABLE_CH}/r-shared"')
     assert f"/history/rounds/{TABLE_THP}/r-boxes?token=" in html
-    assert "+6.00 EUR" in html and "+24.00 EUR" in html and "Refunded" not in html
-    assert "Ante refunded" in html
+    assert "+6.00 EUR" in html and "+24.00 EUR" in html
+    assert "<strong>Voided</strong>: misdeal. Your 3.00 EUR was refunded." in html
     assert "p2" not in html and "p3" not in html
 
 

@@ -130,6 +130,17 @@ class Timeline(_Model):
     player_id: str | None = None
     bet_id: str | None = None
     box: str | None = None
+    target: str | None = Field(
+        default=None, description="cards.dealt: player, dealer, board or burn"
+    )
+    cards: list[str] | None = Field(default=None, description="cards.dealt: the cards, as text")
+    spot: str | None = Field(default=None, description="bet.placed: the wager's spot")
+    stage: str | None = Field(default=None, description="decision.made: the stage")
+    action: str | None = Field(default=None, description="decision.made: the action")
+    amount: int | None = Field(
+        default=None, description="bet.placed, decision.made: the wager in minor units"
+    )
+    currency: str | None = None
     code: str | None = None
     reason: str | None = None
     hash: str | None = None
@@ -192,6 +203,10 @@ class PlayerRound(_Model):
     net: int
     wagers: list[Result]
     decisions: list[Decision]
+    cards: Cards | None = Field(
+        default=None, description="the dealer's, the board's and this player's boxes' cards"
+    )
+    void_reason: str | None = None
 
 
 class PlayerRounds(_Model):

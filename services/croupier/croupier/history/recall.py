@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Final
 
@@ -248,6 +248,7 @@ class _Fold:
                 player_id=about.player_id,
                 bet_id=about.bet_id,
                 box=about.box,
+                **about.detail,
                 code=fact.data.get("code"),
                 reason=fact.data.get("reason"),
                 hash=fact.hash,
@@ -264,10 +265,13 @@ class _Fold:
         elif kind == "bet.placed":
             wager = Wager(**{k: payload[k] for k in Wager.placed_fields()}, placed_by="bet")
             self._add_wager(wager)
-            return _About(f"{wager.spot} {wager.amount}", wager.player_id, wager.bet_id, wager.box)
+            detail = {"spot": wager.spot, "amount": wager.amount, "currency": wager.currency}
+            summary = f"{wager.spot} {wager.amount}"
+            return _About(summary, wager.player_id, wager.bet_id, wager.box, detail)
         elif kind == "cards.dealt":
             self._deal(payload)
-            return _About(_event_summary(event), box=payload.get("box"))
+            detail = {"target": payload["target"], "cards": list(payload["cards"])}
+            return _About(_event_summary(event), box=payload.get("box"), detail=detail)
         elif kind == "decision.made":
             return self._decide(payload)
         return _About(_event_summary(event))
@@ -317,7 +321,13 @@ class _Fold:
         summary = f"{decision.stage} {decision.action}"
         if decision.amount is not None:
             summary += f" {decision.amount}"
-        return _About(summary, ante.player_id, ante.bet_id, ante.box)
+        detail = {
+            "stage": decision.stage,
+            "action": decision.action,
+            "amount": decision.amount,
+            "currency": ante.currency,
+        }
+        return _About(summary, ante.player_id, ante.bet_id, ante.box, detail)
 
     def _close(self, event: Mapping[str, Any], fact: RecordedEvent) -> _About:
         data = fact.data
@@ -388,6 +398,7 @@ class _About:
     player_id: str | None = None
     bet_id: str | None = None
     box: str | None = None
+    detail: Mapping[str, Any] = field(default_factory=dict)  # the Timeline's typed fields
 
 
 def _event_summary(event: Mapping[str, Any]) -> str:

@@ -1,4 +1,8 @@
-"""How the pages show cards, money and words: Jinja filters, no logic of the game."""
+"""How the pages show cards, money and words: Jinja filters, no logic of the game.
+
+What a page says is the player's words: cards as ranks and suits, money as an amount with its
+currency, codes as words; never a raw card code, minor units or an internal name.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,8 @@ from typing import Final
 
 from jinja2 import Environment
 from markupsafe import Markup, escape
+
+from croupier.history.models import RoundRecall, Timeline
 
 _SUITS: Final = {
     "c": ("\N{BLACK CLUB SUIT}", "clubs", "black"),
@@ -34,7 +40,13 @@ _WORDS: Final = {
     "settled": "Settled",
     "voided": "Voided",
     "open": "Open",
+    "preflop": "Before the flop",
+    "flop": "Flop",
+    "turn": "Turn",
 }
+_DONE: Final = {"call": "called", "fold": "folded", "check": "checked", "bet": "bet"}
+#: What a deal to the board is called, by the board cards before it and the cards dealt.
+_BOARD: Final = {(0, 3): "Flop", (3, 1): "Turn", (3, 2): "Turn and river", (4, 1): "River"}
 
 
 def card(text: str) -> Markup:
@@ -76,11 +88,28 @@ def words(value: str | None) -> str:
     return _WORDS.get(value, value.replace("_", " ").capitalize())
 
 
+def outcome(why: str, spot: str) -> str:
+    """A result's why without the bet's name, shown under it: ``"Ante won: Flush pays 2 to 1"``
+    under "Ante" reads ``"Won: Flush pays 2 to 1"``."""
+    named = words(spot) + " "
+    if not why.startswith(named):
+        return why
+    rest = why[len(named) :]
+    return rest[:1].upper() + rest[1:]
+
+
 def when(timestamp: str | None) -> str:
     """An RFC 3339 time, to the second, in UTC."""
     if not timestamp:
         return ""
     return str(escape(timestamp.replace("T", " ")[:19])) + " UTC"
+
+
+def clock(timestamp: str | None) -> str:
+    """The time of day of an RFC 3339 time, to the second: ``12:34:56``."""
+    if not timestamp or "T" not in timestamp:
+        return ""
+    return timestamp.split("T", 1)[1][:8]
 
 
 #: How many leading parts of a recorded hand description name the hand (the rest are kickers).
@@ -102,6 +131,71 @@ def hand_name(description: str | None) -> str:
     return description
 
 
+def timeline(round_: RoundRecall, staff: bool) -> list[tuple[Timeline, Markup]]:
+    """Each fact of the round's timeline with what it says in the player's words:
+    ``"AA Bonus bet: 1.00 EUR"``, ``"Your cards: Q♥ 10♥"``, ``"Flop: you called 2.00 EUR"``.
+    Staff see whose wager or box each line is about."""
+    lines, board = [], 0
+    for entry in round_.timeline:
+        text = _told(entry, round_, staff, board)
+        if entry.target == "board" and entry.cards:
+            board += len(entry.cards)
+        lines.append((entry, text))
+    return lines
+
+
+def _told(entry: Timeline, round_: RoundRecall, staff: bool, board: int) -> Markup:
+    who = f"{entry.player_id}, " if staff and entry.player_id else ""
+    on_box = f" (box {entry.box})" if entry.box not in (None, "main") else ""
+    if entry.fact == "round.settled":
+        return Markup("Round settled: every bet paid as shown above")
+    if entry.fact == "round.voided":
+        return Markup("Round voided: {}. Every wager refunded").format(round_.void_reason or "")
+    if entry.fact != "feed.accepted":  # held and rejected events: staff only, as recorded
+        return Markup("{}").format(entry.summary)
+    if entry.event_type == "round.opened":
+        return Markup("Round opened: {}").format(words(round_.game) or "a new round")
+    if entry.spot is not None and entry.amount is not None and entry.currency:
+        return Markup("{}{} bet{}: {}").format(
+            who, words(entry.spot), on_box, money(entry.amount, entry.currency)
+        )
+    if entry.cards is not None:
+        return Markup("{}: {}").format(_dealt_to(entry, staff, board), cards(entry.cards))
+    if entry.stage is not None and entry.action is not None:
+        done = _DONE.get(entry.action, entry.action)
+        amount = ""
+        if entry.amount is not None and entry.currency:
+            amount = " " + money(entry.amount, entry.currency)
+        you = f"{entry.player_id}{on_box}" if staff else f"you{on_box}"
+        return Markup("{}: {} {}{}").format(words(entry.stage), you, done, amount)
+    if entry.event_type == "round.completed":
+        return Markup("All cards dealt")
+    return Markup("{}").format(entry.summary)
+
+
+def _dealt_to(entry: Timeline, staff: bool, board: int) -> str:
+    dealt = len(entry.cards or [])
+    if entry.target == "player":
+        if staff:
+            return "Players' hand" if entry.box == "main" else f"Box {entry.box}"
+        return "Your cards" + (f" (box {entry.box})" if entry.box != "main" else "")
+    if entry.target == "dealer":
+        return "Dealer's cards"
+    if entry.target == "board":
+        return _BOARD.get((board, dealt), "Board")
+    return "Burn card" if dealt == 1 else "Burn cards"
+
+
+def refunds(round_: RoundRecall) -> list[str]:
+    """What a voided round gave back, per player and currency: ``["3.00 EUR"]``; staff
+    (several players) see ``"p1: 3.00 EUR"``."""
+    players = {t.player_id for t in round_.totals}
+    return [
+        (f"{t.player_id}: " if len(players) > 1 else "") + money(t.returned, t.currency)
+        for t in round_.totals
+    ]
+
+
 def install(env: Environment) -> None:
     """Register the filters on a Jinja environment."""
     env.filters.update(
@@ -111,5 +205,9 @@ def install(env: Environment) -> None:
         signed=signed,
         words=words,
         when=when,
+        clock=clock,
+        outcome=outcome,
         hand_name=hand_name,
+        timeline=timeline,
+        refunds=refunds,
     )

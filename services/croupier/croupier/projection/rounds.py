@@ -9,8 +9,9 @@ Tables (money in integer minor units; ``closed_at`` is the completing event's ga
 ``history_player_rounds``
     One row per player, currency and closed round: stake, returned, the player's wagers
     with their results and why they paid (JSON text), and ``document``: the row exactly
-    as the API answers it (a ``PlayerRound`` in JSON, decisions included). Keyed by
-    (player_id, position, currency), the order a player's history is read in, newest first.
+    as the API answers it (a ``PlayerRound`` in JSON, with the decisions and the cards the
+    player may see). Keyed by (player_id, position, currency), the order a player's history
+    is read in, newest first.
 ``history_recalls``
     One row per closed round and player in it: ``document``, the round recall cut to what
     that player may see (:func:`croupier.history.recall.for_viewer`), in JSON. A player's
@@ -111,7 +112,7 @@ class RoundsProjection(Projection):
     """Projects closed rounds per table and per player, their recalls, and decisions."""
 
     name = "rounds"
-    version = 3
+    version = 4
     tables = (ROUNDS, PLAYER_ROUNDS, RECALLS, DECISIONS)
 
     def __init__(self) -> None:
@@ -182,9 +183,11 @@ def _closed(event: RecordedEvent, facts: list[RecordedEvent], changes: Changes) 
     assert len(results) <= MAX_RESULTS, f"a round with {len(results)} results"
     whole = recall(common["table_id"], common["round_id"], facts)
     assert whole is not None and whole.closed_position == event.position, "folded to its close"
+    seen: dict[str, RoundRecall] = {}
     for player_id in sorted(participants(whole)):
         shown = for_viewer(whole, Viewer(player_id=player_id))
         assert shown is not None, "a participant sees the round"
+        seen[player_id] = shown
         document = shown.model_dump_json()
         changes.insert(RECALLS.name, {**_key(common), "player_id": player_id, "document": document})
     owners: dict[tuple[str, str], list[dict[str, Any]]] = {}
@@ -202,7 +205,7 @@ def _closed(event: RecordedEvent, facts: list[RecordedEvent], changes: Changes) 
             "returned": returned,
             "wagers": json.dumps(wagers, separators=(",", ":")),
         }
-        row["document"] = _player_round(row, wagers, whole).model_dump_json()
+        row["document"] = _player_round(row, wagers, seen[player_id]).model_dump_json()
         changes.insert(PLAYER_ROUNDS.name, row)
 
 
@@ -211,9 +214,10 @@ def _key(common: dict[str, Any]) -> dict[str, Any]:
 
 
 def _player_round(
-    row: dict[str, Any], wagers: list[dict[str, Any]], whole: RoundRecall
+    row: dict[str, Any], wagers: list[dict[str, Any]], shown: RoundRecall
 ) -> PlayerRound:
-    """A player's row as the API answers it, with the decisions on its antes."""
+    """A player's row as the API answers it, with the decisions on its antes and the cards
+    the player may see (``shown``: the round cut to that player)."""
     antes = {w["bet_id"] for w in wagers if w["spot"] == "ante"}
     return PlayerRound(
         table_id=row["table_id"],
@@ -228,7 +232,9 @@ def _player_round(
         returned=row["returned"],
         net=row["returned"] - row["stake"],
         wagers=[Result.model_validate(w) for w in wagers],
-        decisions=[d for d in whole.decisions if d.ante_bet_id in antes],
+        decisions=[d for d in shown.decisions if d.ante_bet_id in antes],
+        cards=shown.cards,
+        void_reason=shown.void_reason,
     )
 
 
