@@ -129,7 +129,8 @@ async def test_the_round_page_shows_the_cards_in_colour_the_hands_and_what_was_p
     await shown_at_both_widths(browser, url, "round-casino-holdem-shared")
 
     assert browser.find_element(By.TAG_NAME, "h1").text == "Casino Hold'em"
-    assert "Round ID r-shared" in browser.find_element(By.CSS_SELECTOR, "h1 + p").text
+    about = browser.find_element(By.CSS_SELECTOR, "h1 + p").text
+    assert "Round ID r-shared" in about and "Pay table Classic, version 1" in about
     dealer = browser.find_element(By.CSS_SELECTOR, "section[aria-label='Dealer']")
     assert cards_in(browser, dealer) == [
         ("As", "card black", "Ace of spades"),
