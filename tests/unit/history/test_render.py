@@ -84,13 +84,17 @@ def test_staff_see_whose_wager_and_box_each_line_is_about() -> None:
              player_id="p7"),
         fact(event_type="cards.dealt", target="player", cards=["Qd", "Jd"], box="2"),
         fact(event_type="decision.made", stage="flop", action="fold", box="2", player_id="p7"),
-        fact("feed.rejected", summary="flop call 300", code="wrong_wager_size"),
+        fact("feed.rejected", event_type="decision.made", code="wrong_wager_size"),
+        fact("feed.held", event_type="bet.placed"),
+        fact("feed.rejected", summary="a message the feed contract refused"),
     ]  # fmt: skip
     assert said(round_of(*entries), staff=True) == [
         "p7, Ante bet (box 2): 500 JPY",
         "Box 2: Q\N{BLACK DIAMOND SUIT} J\N{BLACK DIAMOND SUIT}",
         "Flop: p7 (box 2) folded",
-        "flop call 300",
+        "Refused: a decision",
+        "Held: a bet",
+        "a message the feed contract refused",
     ]
 
 

@@ -45,6 +45,14 @@ _WORDS: Final = {
     "turn": "Turn",
 }
 _DONE: Final = {"call": "called", "fold": "folded", "check": "checked", "bet": "bet"}
+_EVENTS: Final = {
+    "round.opened": "the round's opening",
+    "bet.placed": "a bet",
+    "cards.dealt": "a deal",
+    "decision.made": "a decision",
+    "round.completed": "the round's completion",
+    "round.voided": "the round's void",
+}
 #: What a deal to the board is called, by the board cards before it and the cards dealt.
 _BOARD: Final = {(0, 3): "Flop", (3, 1): "Turn", (3, 2): "Turn and river", (4, 1): "River"}
 
@@ -151,8 +159,11 @@ def _told(entry: Timeline, round_: RoundRecall, staff: bool, board: int) -> Mark
         return Markup("Round settled: every bet paid as shown above")
     if entry.fact == "round.voided":
         return Markup("Round voided: {}. Every wager refunded").format(round_.void_reason or "")
-    if entry.fact != "feed.accepted":  # held and rejected events: staff only, as recorded
-        return Markup("{}").format(entry.summary)
+    if entry.fact != "feed.accepted":  # held and rejected events: staff only
+        what = _EVENTS.get(entry.event_type or "")
+        if what is None:
+            return Markup("{}").format(entry.summary)
+        return Markup("{}: {}").format("Held" if entry.fact == "feed.held" else "Refused", what)
     if entry.event_type == "round.opened":
         return Markup("Round opened: {}").format(words(round_.game) or "a new round")
     if entry.spot is not None and entry.amount is not None and entry.currency:
