@@ -148,7 +148,7 @@ async def _verify(
 async def _read_models(ledger: Ledger, total: int) -> ReadModelReport:
     """The read models re-derived from the ledger and compared row by row."""
     projections = load_projections(CHECKED)
-    with Progress("read models", "facts", total * len(projections)) as progress:
+    with Progress("read models", "facts", total) as progress:
         return await check_read_models(
             ledger, open_read_models(ledger), projections, progress=progress.advance
         )

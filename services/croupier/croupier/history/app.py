@@ -199,7 +199,7 @@ def create_app(
     @app.exception_handler(BadCursor)
     async def bad_cursor(request: Request, error: BadCursor) -> Response:
         if request.url.path.startswith("/history"):
-            return _page(templates, request, "error.html", 400, title="Not found", error=error)
+            return _page(templates, request, "error.html", 400, title="Bad link", error=error)
         return JSONResponse({"detail": str(error)}, 400)
 
     @app.exception_handler(RequestValidationError)

@@ -15,14 +15,13 @@ Consistent while a projector runs
     missing nor unexpected. A checkpoint that went back (a rebuild) is reported, not
     guessed around.
 Memory
-    The stored rows are held as a 32-byte digest each (with 4 bytes per column, to name the
-    columns that differ) under their key; the ledger is read page by page.
+    The stored rows are held as a 32-byte digest each (BLAKE2b, with 4 bytes per column to
+    name the columns that differ) under their key; the ledger is read once, page by page.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
@@ -129,19 +128,22 @@ async def check_read_models(
         return report
     stored = {p.name: await _stored(store, p) for p in projections}
     after = await _checkpoints(store, projections, report)
-    for projection in projections:
-        name = projection.name
-        if report.problems:
-            break
-        if after[name] < before[name]:
-            report.problems.append(
-                f"read model {name} went back from {before[name]} to {after[name]} during "
-                "the check (rebuilt?): check again"
-            )
-            break
-        report.positions[name] = after[name]
-        await _compare(ledger, projection, stored[name], before[name], after[name], page,
-                       report, progress)  # fmt: skip
+    went_back = [p.name for p in projections if after[p.name] < before[p.name]]
+    if went_back:
+        report.problems.append(
+            f"read models {', '.join(went_back)} went back during the check (rebuilt?): check again"
+        )
+    if report.problems:
+        return report
+    report.positions = {p.name: after[p.name] for p in projections}
+    await _compare(ledger, projections, stored, before, after, page, report, progress)
+    for tables in stored.values():
+        for held in tables.values():
+            report.compared.setdefault(held.table.name, 0)
+            for key in held.rows:
+                report.differences.append(
+                    RowDifference(held.table.name, _key(held, key), "unexpected")
+                )
     return report
 
 
@@ -181,39 +183,44 @@ async def _stored(store: ReadModelStore, projection: Projection) -> dict[str, _S
 
 async def _compare(
     ledger: Ledger,
-    projection: Projection,
-    stored: dict[str, _Stored],
-    before: int,
-    after: int,
+    projections: Sequence[Projection],
+    stored: dict[str, dict[str, _Stored]],
+    before: dict[str, int],
+    after: dict[str, int],
     page: int,
     report: ReadModelReport,
     progress: Callable[[int], None] | None,
 ) -> None:
+    """The ledger read once, page by page, into every projection; each row it gives is
+    checked off against the stored ones."""
+    last = max(after[p.name] for p in projections)
+    # pages end at each ``before``, so each row is known to come from at or below it, or not
+    stops = sorted({before[p.name] for p in projections} | {last})
     position = 0
-    while position < after:
-        # pages end at ``before`` too, so each row is known to come from at or below it, or not
-        end = before if position < before else after
+    while position < last:
+        end = next(stop for stop in stops if stop > position)
         events = await ledger.read_all(position, min(page, end - position))
         if not events:
-            report.problems.append(f"the ledger has no events after {position}, below {after}")
+            report.problems.append(f"the ledger has no events after {position}, below {last}")
             return
-        await projection.gather(events, ledger)
-        changes = Changes()
-        projection.apply(events, changes)
-        if changes.upserts:
-            report.problems.append(f"read model {projection.name} is not insert-only")
-            return
-        settled = events[-1].position <= before
-        for name, rows in changes.inserts.items():
-            for row in rows:
-                _expect(stored[name], row, settled, report)
+        for projection in projections:
+            mine = [e for e in events if e.position <= after[projection.name]]
+            if not mine:
+                continue
+            await projection.gather(mine, ledger)
+            changes = Changes()
+            projection.apply(mine, changes)
+            if changes.upserts:
+                report.problems.append(f"read model {projection.name} is not insert-only")
+                return
+            settled = mine[-1].position <= before[projection.name]
+            tables = stored[projection.name]
+            for name, rows in changes.inserts.items():
+                for row in rows:
+                    _expect(tables[name], row, settled, report)
         position = events[-1].position
         if progress is not None:
             progress(len(events))
-    for held in stored.values():
-        report.compared[held.table.name] = report.compared.get(held.table.name, 0)
-        for key in held.rows:
-            report.differences.append(RowDifference(held.table.name, _key(held, key), "unexpected"))
 
 
 def _expect(held: _Stored, row: Row, settled: bool, report: ReadModelReport) -> None:
@@ -244,7 +251,19 @@ def _key(held: _Stored, key: tuple[Any, ...]) -> dict[str, Any]:
 
 def _digest(values: Sequence[Any]) -> tuple[bytes, bytes]:
     """A row's digest, and 4 bytes per column to tell which ones differ."""
-    encoded = [json.dumps(v, ensure_ascii=False).encode() for v in values]
-    whole = hashlib.sha256(b"\x00".join(encoded)).digest()
+    encoded = [_encoded(v) for v in values]
+    framed = b"".join(len(e).to_bytes(8, "big") + e for e in encoded)
+    whole = hashlib.blake2b(framed, digest_size=32).digest()
     columns = b"".join(hashlib.blake2b(e, digest_size=4).digest() for e in encoded)
     return whole, columns
+
+
+def _encoded(value: Any) -> bytes:
+    """A column's value as bytes that tell its type too (text "1" is not the integer 1)."""
+    if value is None:
+        return b"n"
+    if isinstance(value, int):
+        return b"i" + str(value).encode()
+    if isinstance(value, str):
+        return b"s" + value.encode("utf-8", "surrogatepass")
+    return b"r" + repr(value).encode()
