@@ -42,6 +42,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "croupier.commands.keygen",
         "make the ledger signing key pair (private key for the service, public for audits)",
     ),
+    "rotate-key": (
+        "croupier.commands.rotate_key",
+        "hand the ledger over to a new signing key and keep the keyring (docs/keys.md)",
+    ),
+    "revoke-key": (
+        "croupier.commands.revoke_key",
+        "mark a compromised signing key revoked from a position on, in the keyring",
+    ),
     "verify": (
         "croupier.commands.verify",
         "check the ledger's hash chain, outbox and signed heads",

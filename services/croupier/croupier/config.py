@@ -32,6 +32,10 @@ CROUPIER_ROUND_TIMEOUT    seconds a round stays open before Croupier      3600
                           voids it, refunding every wager (round_timeout)
 CROUPIER_RELAY_LEASE      seconds until a standby takes over relaying     10
                           from an instance that stopped renewing
+CROUPIER_LEDGER_SIGNING_  the ledger's Ed25519 signing key file           none
+  KEY                     (croupier keygen); serve needs it
+CROUPIER_LEDGER_KEYRING   the keyring file of every key that signed the   the signing
+                          ledger (croupier rotate-key; docs/keys.md)      key alone
 ========================  ==============================================  ==============
 
 The environment wins over ``.env``. An invalid value is a configuration error (exit 2) named
@@ -107,6 +111,11 @@ class Settings(BaseSettings):
     )
     ledger_signing_key: str | None = Field(
         None, description="the ledger's Ed25519 signing key file (croupier keygen); serve needs it"
+    )
+    ledger_keyring: str | None = Field(
+        None,
+        description="after a key rotation: the keyring file (croupier rotate-key) of every "
+        "key that signed this ledger",
     )
 
     web_port: int = Field(

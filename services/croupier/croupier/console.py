@@ -24,6 +24,7 @@ from croupier.urls import mask_url, parse_ledger_url
 
 if TYPE_CHECKING:  # the ledger and the rules core load when a command uses them, not for --help
     from croupier.ledger import Ledger
+    from croupier.ledger.keyring import Keyring
     from croupier.ledger.signing import LedgerKey
 
 LEDGER_HELP = (
@@ -169,10 +170,10 @@ def print_json(document: Any) -> None:
 
 @asynccontextmanager
 async def ledger_at(
-    url: str, *, create: bool = False, key: LedgerKey | None = None
+    url: str, *, create: bool = False, key: LedgerKey | None = None, keyring: Keyring | None = None
 ) -> AsyncIterator[Ledger]:
-    """The ledger at ``url``, opened (signing with ``key``, if given); failures to reach it
-    become :class:`CommandError`.
+    """The ledger at ``url``, opened (signing with ``key``, if given, under ``keyring``);
+    failures to reach it become :class:`CommandError`.
 
     A SQLite file must exist unless ``create`` (then its folder is made as needed).
     """
@@ -190,7 +191,7 @@ async def ledger_at(
     from croupier.ledger import open_ledger
 
     with reaching(ledger=url):
-        async with open_ledger(url, key) as ledger:
+        async with open_ledger(url, key, keyring) as ledger:
             yield ledger
 
 
@@ -211,6 +212,29 @@ def signing_key(path: str | None, *, required: bool) -> LedgerKey | None:
         return LedgerKey.from_file(path)
     except SigningKeyError as error:
         raise CommandError(str(error), "set CROUPIER_LEDGER_SIGNING_KEY to the key file") from None
+
+
+def signing_keyring(path: str | None, key: LedgerKey | None) -> Keyring | None:
+    """The keyring at ``path`` (``CROUPIER_LEDGER_KEYRING``) that ``key`` signs under, or
+    None when unset (the key alone); a :class:`CommandError` when unusable or without
+    ``key``."""
+    from croupier.ledger.keyring import Keyring, KeyringError
+
+    if not path:
+        return None
+    fix = "set CROUPIER_LEDGER_KEYRING to the keyring `croupier rotate-key` keeps (docs/keys.md)"
+    try:
+        keyring = Keyring.load(path)
+    except KeyringError as error:
+        raise CommandError(str(error), fix) from None
+    if key is not None and key.public.key_id not in keyring:
+        raise CommandError(
+            f"the signing key {key.public.key_id} is not in the keyring {path}",
+            "hand the ledger over to it with `croupier rotate-key --to`, or "
+            + fix[0].lower()
+            + fix[1:],
+        )
+    return keyring
 
 
 def _missing_file_hint(url: str) -> str:

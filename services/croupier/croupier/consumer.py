@@ -35,7 +35,7 @@ import structlog
 from contract.codes import RejectionCode
 from croupier.bus import BusError, Delivery, FeedSource
 from croupier.facts import closing
-from croupier.ledger import LedgerUnavailable, VersionConflict
+from croupier.ledger import HeadNotSigned, LedgerUnavailable, VersionConflict
 from croupier.logs import context_ids
 from croupier.metrics import Metrics
 from croupier.round import SETTLED, Status
@@ -66,8 +66,11 @@ def event_age(body: bytes, now: float | None = None) -> float:
 
 
 def is_transient(error: BaseException) -> bool:
-    """Faults worth retrying as they are: connections, timeouts, lost races."""
-    return isinstance(error, _TRANSIENT)
+    """Faults worth retrying as they are: connections, timeouts, lost races. A refusal to
+    sign after the ledger's head (``HeadNotSigned``) counts too: no message is at fault,
+    so none is quarantined, and nothing is acknowledged until the head is one the key may
+    append after."""
+    return isinstance(error, (*_TRANSIENT, HeadNotSigned))
 
 
 class FeedConsumer:

@@ -65,12 +65,15 @@ class Service:
     async def start(self, *, http_host: str = "0.0.0.0", http_port: int | None = None) -> None:
         """Check the schema, connect, and start consuming and relaying.
 
-        Raises ``SchemaBehind`` (saying how to migrate) when the schema is not current.
+        Raises ``SchemaBehind`` (saying how to migrate) when the schema is not current, and
+        ``HeadNotSigned`` (saying why) when the signing key may not append after the
+        ledger's head (a rotation without the keyring, a handover to another key).
         """
         self._tuning.enter_context(fewer_collections())  # until stop()
         if http_port is not None:
             self.http_port = await self.probes.start(http_host, http_port)
         log.info("ledger schema is current", version=await self.ledger.check_schema())
+        await self.ledger.check_signing()  # HeadNotSigned: this key may not append here
         if open_rounds := await self.settler.load_open():
             log.info("open rounds read back from the ledger", rounds=open_rounds)
         await self.bus.connect()

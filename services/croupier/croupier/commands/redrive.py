@@ -39,6 +39,7 @@ from croupier.console import (
     ledger_of,
     print_json,
     signing_key,
+    signing_keyring,
 )
 from croupier.errors import CommandError, ExitCode, reaching
 from croupier.ledger import Ledger
@@ -134,7 +135,8 @@ async def _redrive_results(
     ledger_url: str, amqp_url: str, args: argparse.Namespace
 ) -> list[Listed]:
     key = signing_key(settings().ledger_signing_key, required=False)
-    async with ledger_at(ledger_url, key=key) as ledger:
+    keyring = signing_keyring(settings().ledger_keyring, key)
+    async with ledger_at(ledger_url, key=key, keyring=keyring) as ledger:
         if key is None and await ledger.signed():
             raise CommandError(
                 "this ledger's heads are signed: set-aside rows and results are checked, "
@@ -165,7 +167,7 @@ async def _set_aside(ledger: Ledger, limit: int) -> tuple[list[Listed], dict[str
     """The set-aside messages, each listed as to redrive or refused (why), and what to
     publish for the former, by id: the relay's rule, on rows the service's key signed."""
     rows = await ledger.set_aside_rows(limit)
-    signed = {m.message_id for m, row in rows if ledger.trust.trusts_aside(row)}
+    signed = {m.message_id for m, row in rows if ledger.trust.trusts_aside(row, m.position)}
     messages = list({m.message_id: (m, row.reason) for m, row in rows}.values())
     sendable, refused = await derive(ledger, [m for m, _ in messages if m.message_id in signed])
     listed = []

@@ -17,7 +17,10 @@ from croupier.console import (
     output_file,
     print_json,
     signing_key,
+    signing_keyring,
 )
+from croupier.errors import CommandError
+from croupier.ledger import HeadNotSigned
 from croupier.progress import Progress
 from croupier.replay import ReplaySummary, replay
 
@@ -26,7 +29,8 @@ def register(subparsers: Any) -> None:
     """Add the ``replay`` sub-command."""
     parser = subparsers.add_parser(
         "replay",
-        epilog="Signs the ledger's heads when CROUPIER_LEDGER_SIGNING_KEY is set.",
+        epilog="Signs the ledger's heads when CROUPIER_LEDGER_SIGNING_KEY is set; after a key "
+        "rotation, under the keyring CROUPIER_LEDGER_KEYRING names (docs/keys.md).",
         description=__doc__,
     )
     parser.add_argument("feed", type=input_file, help="recorded feed, one JSON event per line")
@@ -52,8 +56,13 @@ def run(args: argparse.Namespace) -> int:
 async def _replay(feed: Path, url: str, out: Path, rejected: Path) -> ReplaySummary:
     total = _count_lines(feed)
     key = signing_key(settings().ledger_signing_key, required=False)
-    async with ledger_at(url, create=True, key=key) as ledger:
+    keyring = signing_keyring(settings().ledger_keyring, key)
+    async with ledger_at(url, create=True, key=key, keyring=keyring) as ledger:
         await ledger.migrate()
+        try:
+            await ledger.check_signing()
+        except HeadNotSigned as error:
+            raise CommandError(str(error)) from None
         with (
             feed.open("rb") as lines,
             out.open("w") as results,

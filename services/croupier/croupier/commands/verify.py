@@ -1,9 +1,11 @@
 """``croupier verify``: walk the ledger's hash chain and outbox; exit 1 when anything is off.
 
-With ``--public-key`` (the auditor's only input besides read access) it also checks every
-signed head (each row must sit under a head the key signed, and the chain must still reach
-the last one) and every publish mark and marker. The outbox is always checked against
-what the recorded settlements say. With ``--read-models`` it also projects the ledger
+With ``--public-key`` (the auditor's only input besides read access; once per key after
+key rotations) or ``--keyring`` it also checks every signed head against the key that
+signed it (each row must sit under a head a key signed in its turn, the chain must still
+reach the last one, and each key's turn must end with its head) and every publish mark and
+marker (docs/keys.md). The outbox is always checked against what the recorded settlements
+say. With ``--read-models`` it also projects the ledger
 again and compares every row of the history and wager read models with what is stored
 (:mod:`croupier.projection.check`), naming each row that differs: what a player's page
 shows is then proven against the ledger, not only the ledger itself.
@@ -28,6 +30,7 @@ from croupier.console import (
 from croupier.deadletters import LETTERS
 from croupier.errors import ExitCode
 from croupier.ledger import Ledger, VerifyReport
+from croupier.ledger.keyring import Keyring, KeyringError
 from croupier.ledger.signing import LedgerPublicKey, SigningKeyError
 from croupier.progress import Progress
 from croupier.projection import open_store as open_read_models
@@ -43,8 +46,9 @@ def register(subparsers: Any) -> None:
     """Add the ``verify`` sub-command."""
     parser = subparsers.add_parser(
         "verify",
-        description="Walk the hash chain and the outbox; with --public-key also the signed "
-        "heads and publish marks. Exit 1 and name every changed, removed, inserted, unsigned, "
+        description="Walk the hash chain and the outbox; with --public-key (once per key) or "
+        "--keyring also the signed heads, each against the key that signed it, and the "
+        "publish marks. Exit 1 and name every changed, removed, inserted, unsigned, "
         "forged or missing row. A SQLite ledger file must exist.",
     )
     add_ledger_argument(parser)
@@ -56,7 +60,15 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--public-key",
         type=_public_key,
-        help="the ledger signing key's public half (croupier keygen): check signed heads and marks",
+        action="append",
+        help="a ledger signing key's public half (croupier keygen): check signed heads and "
+        "marks; give it once per key (old and new) after a rotation",
+    )
+    parser.add_argument(
+        "--keyring",
+        type=_keyring,
+        help="the keyring file (croupier rotate-key): every key with the positions it may "
+        "sign, and its revocations",
     )
     parser.add_argument(
         "--read-models",
@@ -75,6 +87,13 @@ def _public_key(text: str) -> LedgerPublicKey:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
+def _keyring(text: str) -> Keyring:
+    try:
+        return Keyring.load(text)
+    except KeyringError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def _anchor(text: str) -> tuple[int, str]:
     position, _, digest = text.partition(":")
     if not position.isdigit() or len(digest) != 64:
@@ -84,8 +103,11 @@ def _anchor(text: str) -> tuple[int, str]:
 
 def run(args: argparse.Namespace) -> int:
     """Print the verification report; 1 when any row is changed, removed or inserted."""
+    keyring = args.keyring
+    if args.public_key:
+        keyring = (keyring or Keyring()).merged(Keyring.of(*args.public_key))
     report, books, models = asyncio.run(
-        _verify(ledger_of(args), args.anchor, args.public_key, args.read_models)
+        _verify(ledger_of(args), args.anchor, keyring, args.read_models)
     )
     ok = report.ok and books.ok and (models is None or models.ok)
     if args.json:
@@ -127,7 +149,7 @@ def _print_notes(notes: tuple[str, ...]) -> None:
 
 
 async def _verify(
-    url: str, anchor: tuple[int, str] | None, key: LedgerPublicKey | None, read_models: bool
+    url: str, anchor: tuple[int, str] | None, keyring: Keyring | None, read_models: bool
 ) -> tuple[VerifyReport, BooksReport, ReadModelReport | None]:
     async with ledger_at(url) as ledger:
         total = await ledger.last_position()
@@ -135,7 +157,7 @@ async def _verify(
             report = await ledger.verify(
                 anchor=anchor,
                 progress=progress.advance,
-                public_key=key,
+                keyring=keyring,
                 outbox_rule=outbox_rule,
                 unruled=(DEAD_LETTER_EXCHANGE,),
                 letter_rule=LETTERS,

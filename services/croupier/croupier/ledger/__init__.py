@@ -114,6 +114,7 @@ from croupier.ledger.chain import (
     Problem,
     VerifyReport,
 )
+from croupier.ledger.keyring import KEYS_STREAM, Keyring, follow, handover
 from croupier.ledger.migrate import Dialect, migrations
 from croupier.ledger.outbox import OutboxRow, PublishedFloor, SetAsideRow
 from croupier.ledger.signing import LedgerKey, LedgerPublicKey
@@ -257,16 +258,21 @@ class SchemaBehind(LedgerError):
 
 
 class HeadNotSigned(LedgerError):
-    """The chain's head is not one this key signed: someone else appended; nothing written."""
+    """This key may not append after the chain's head: no key of its keyring signed it
+    (someone else appended, or the keyring lacks a predecessor), or the head hands over to
+    another key, or the key may not sign the next position; nothing written. ``why`` says
+    which."""
 
-    def __init__(self, position: int, signed: int) -> None:
+    def __init__(self, position: int, signed: int | None, why: str = "") -> None:
+        last = "" if signed is None else f"; the last signed head is at {signed}"
         super().__init__(
-            f"the ledger's head at position {position} is not signed by this service's key "
-            f"(its last signed head is at {signed}): rows were appended by someone else; "
-            "run `croupier verify --public-key FILE`"
+            f"the ledger's head at position {position} is not one this service's key may "
+            f"sign after ({why or 'not signed by a key of its keyring'}{last}): "
+            "run `croupier verify --keyring FILE`; see docs/keys.md"
         )
         self.position = position
         self.signed = signed
+        self.why = why
 
 
 class LedgerUnavailable(LedgerError):
@@ -419,8 +425,8 @@ class Ledger(ABC):
             for row in rows:
                 done = (
                     row.message_id in floor.aside
-                    or self.trust.published(row.message_id, row.marks)
-                    or (row.aside and self.trust.public is None)  # unsigned: taken as is
+                    or self.trust.published(row.message_id, row.marks, row.position)
+                    or (row.aside and self.trust.keyring is None)  # unsigned: taken as is
                 )
                 if done and contiguous:
                     floor.seq = row.seq
@@ -436,7 +442,7 @@ class Ledger(ABC):
     async def _check_marks(self, rows: Sequence[OutboxRow]) -> None:
         """Check the marks of these rows' markers not checked yet (with a key)."""
         unknown = self.trust.unknown_marks(m for row in rows for m in row.marks)
-        if unknown and self.trust.public is not None:
+        if unknown and self.trust.keyring is not None:
             self.trust.check_marks(await self._marks(unknown))
 
     @abstractmethod
@@ -447,8 +453,8 @@ class Ledger(ABC):
         """The rows at ``positions`` that the chain vouches for, by position.
 
         With a key: rows whose content gives their hash and which link, row by row, up
-        to a head this key signed. Without: rows whose content gives their hash and whose
-        successor links to them.
+        to a head a key of its keyring signed. Without: rows whose content gives their
+        hash and whose successor links to them.
         """
         wanted = sorted({p for p in positions if p > 0})
         found: dict[int, ChainRow] = {}
@@ -458,7 +464,7 @@ class Ledger(ABC):
             low, high = group[0], group[-1]
             top_hash: str | None = None
             signed: dict[int, str] = {}
-            if self.trust.public is not None:
+            if self.trust.keyring is not None:
                 candidates = await self._heads_from(low, VOUCH_HEADS)
                 heads = [h for h in candidates if self.trust.trusts_head(h)]
                 if not heads:
@@ -554,7 +560,7 @@ class Ledger(ABC):
         while len(found) < limit and (page := await self._set_aside_page(after, limit)):
             await self._check_marks([row for _, row in page])
             for aside, row in page:
-                if not self.trust.published(row.message_id, row.marks):
+                if not self.trust.published(row.message_id, row.marks, row.position):
                     found.append((_pending(row), aside))
             after = page[-1][0].id
         return found[:limit]
@@ -564,13 +570,47 @@ class Ledger(ABC):
         published since, oldest first, with why."""
         found: dict[str, tuple[PendingMessage, str]] = {}
         for message, aside in await self.set_aside_rows(limit):
-            if self.trust.trusts_aside(aside):
+            if self.trust.trusts_aside(aside, message.position):
                 found.setdefault(message.message_id, (message, aside.reason))
         return list(found.values())
 
     async def signed(self) -> bool:
         """Whether any head row is recorded: this ledger is kept with a signing key."""
         return bool(await self._head_page(0, 1))
+
+    async def check_signing(self) -> None:
+        """Raise ``HeadNotSigned`` (saying why) unless this key could append after the
+        chain's head now: what an append would refuse, found before anything is consumed.
+        Nothing without a key."""
+        if not self.trust.signing:
+            return
+        last = await self.last_position()
+        if last == 0:
+            why = self.trust.may_sign(1)
+        else:
+            (row,) = await self._chain_page(last - 1, 1)
+            heads = await self._heads_at(last)
+            any_heads = bool(heads) or await self.signed()
+            event = (row.type, row.data)
+            why = self.trust.accept_head((row.position, row.hash), heads, any_heads, event)
+            why = why or self.trust.may_sign(last + 1)
+        if why:
+            raise HeadNotSigned(last, None, why)
+
+    async def rotate_key(self, incoming: LedgerPublicKey) -> int:
+        """Hand the ledger over from this key to ``incoming``: a handover fact alone in its
+        batch, so this key's head at its position covers it; its position. This ledger
+        object appends nothing more (idempotent: the same handover again is a no-op)."""
+        assert self.trust.public is not None, "a handover is signed by the outgoing key"
+        if incoming.key_id == self.trust.key_id:
+            raise ValueError("the incoming key is the key in use")
+        fact = handover(self.trust.public, incoming)
+        (record,) = await self.append([StreamAppend(KEYS_STREAM, None, [fact])])
+        self.trust.retire(record.position)
+        return record.position
+
+    async def _heads_at(self, position: int) -> list[HeadRow]:
+        return [h for h in await self._heads_from(position) if h.position == position]
 
     @abstractmethod
     async def hold_lease(self, name: str, holder: str, seconds: float) -> bool:
@@ -621,6 +661,10 @@ class Ledger(ABC):
         """(mark or -1 when unsigned, message_id) of markers after ``after``, in that order."""
 
     @abstractmethod
+    async def _message_positions(self, message_ids: Sequence[str]) -> dict[str, int]:
+        """The position each of these outbox messages reports (unknown ids left out)."""
+
+    @abstractmethod
     async def _heads_from(self, position: int, limit: int = HEADS_SCANNED) -> list[HeadRow]:
         """Head rows with ``position >= position``, by position then id."""
 
@@ -643,6 +687,7 @@ class Ledger(ABC):
         progress: Callable[[int], None] | None = None,
         *,
         public_key: LedgerPublicKey | None = None,
+        keyring: Keyring | None = None,
         outbox_rule: OutboxRule | None = None,
         unruled: Collection[str] = (),
         letter_rule: LetterRule | None = None,
@@ -652,14 +697,21 @@ class Ledger(ABC):
         ``anchor``: a (position, hash) kept outside the database, e.g. an earlier report's
         head; the chain must still hold it, which also catches rows cut from the end.
         ``progress`` is called with the number of rows of each page walked.
-        ``public_key``: also check the signed heads (every row must sit under one, and the
-        chain must reach the last) and the publish marks. ``outbox_rule``: what each
+        ``keyring`` (or one ``public_key``): also check the signed heads, each against the
+        key that signed it (every row must sit under one, the chain must reach the last,
+        and every key's turn that ended must end with its head: ``keyring.follow``), and
+        the publish marks. ``outbox_rule``: what each
         event must have put in the outbox; every outbox row must be exactly that, except on
         the ``unruled`` exchanges, whose rows must name an event of the chain and pass the
         ``letter_rule`` (if given).
         """
-        audit = Audit(public_key, outbox_rule, unruled, letter_rule)
-        signed = await audit.heads(self._head_page, page_size) if public_key else None
+        if public_key is not None:
+            keyring = Keyring.of(public_key).merged(keyring or Keyring())
+        turns: list[Problem] = []
+        if keyring is not None:
+            keyring, turns = await self._follow_handovers(keyring)
+        audit = Audit(keyring, outbox_rule, unruled, letter_rule)
+        signed = await audit.heads(self._head_page, page_size) if keyring else None
         verifier = ChainVerifier(anchor=anchor, signed=signed)
         after = -(2**63)  # rows forged at positions <= 0 must be seen too
         while page := await self._chain_page(after, page_size):
@@ -670,11 +722,20 @@ class Ledger(ABC):
             if progress is not None:
                 progress(len(page))
         audit.outbox([], await self._outbox_between(after, 2**63 - 1))
-        if public_key is not None:
-            await audit.marks(self._mark_page, self._marker_page, page_size)
+        if keyring is not None:
+            await audit.marks(
+                self._mark_page, self._marker_page, page_size, self._message_positions
+            )
         await audit.set_aside(self._set_aside_page, page_size)
         audit.leases(await self.leases(), LEASE_LIMIT)
-        return verifier.finish(audit.problems, audit.notes)
+        return verifier.finish([*turns, *audit.problems], audit.notes)
+
+    async def _follow_handovers(self, keyring: Keyring) -> tuple[Keyring, list[Problem]]:
+        """``keyring`` as the chain's handovers make it, and what is wrong with them."""
+        handovers = []
+        for record in await self.read_stream(KEYS_STREAM):
+            handovers += await self._chain_page(record.position - 1, 1)
+        return await follow(keyring, handovers, self._heads_at, await self.last_position())
 
     async def __aenter__(self) -> Ledger:
         return self
@@ -695,8 +756,9 @@ def _pending(row: OutboxRow) -> PendingMessage:
     )
 
 
-def open_ledger(url: str, key: LedgerKey | None = None) -> Ledger:
-    """Open the adapter ``url`` names (no I/O until first use); ``key`` signs, if given.
+def open_ledger(url: str, key: LedgerKey | None = None, keyring: Keyring | None = None) -> Ledger:
+    """Open the adapter ``url`` names (no I/O until first use); ``key`` signs, if given,
+    trusting the heads and marks of the keys in ``keyring`` (by default the key alone).
 
     ``sqlite:///relative.db``, ``sqlite:////absolute.db``, ``sqlite:///:memory:``,
     ``postgresql://user@host:port/db`` (or ``postgres://``).
@@ -704,9 +766,9 @@ def open_ledger(url: str, key: LedgerKey | None = None) -> Ledger:
     if url.startswith("sqlite:///"):
         from croupier.ledger.sqlite import SqliteLedger
 
-        return SqliteLedger(url.removeprefix("sqlite:///"), key=key)
+        return SqliteLedger(url.removeprefix("sqlite:///"), key=key, keyring=keyring)
     if url.startswith(("postgresql://", "postgres://")):
         from croupier.ledger.postgres import PostgresLedger
 
-        return PostgresLedger(url, key=key)
+        return PostgresLedger(url, key=key, keyring=keyring)
     raise ValueError(f"unsupported ledger url {url!r}: use sqlite:///... or postgresql://...")

@@ -1,16 +1,19 @@
 """What ``verify`` checks beyond the hash chain: signed heads, the outbox, publish markers.
 
-* Head rows: each must carry this public key's signature over its (position, hash);
-  the valid ones become the chain's anchors (``ChainVerifier.signed``).
+* Head rows: each must carry the signature of a key of the keyring over its (position,
+  hash), at a position that key may sign (its range and turn, below any revocation:
+  ``croupier.ledger.keyring``); the valid ones become the chain's anchors
+  (``ChainVerifier.signed``).
 * Outbox rows: each must name an event of the chain by position and hash and, given the
   rule that says what each event puts in the outbox, be exactly one of those messages.
   A message the rule calls for that is not in the outbox is *missing* (suppressed). Rows
   on an ``unruled`` exchange (dead letters) are held to the ``letter_rule`` instead, if
   given: it says why a row is not what its event calls for, and which events call for
   one (an event with none that passes is *missing* its letter).
-* Publish marks and markers: each mark must carry this key's signature over its message
-  ids, and each marker must belong to such a mark that lists its message.
-* Set-aside rows: each must carry this key's signature over its message id and reason;
+* Publish marks and markers: each mark must carry a keyring key's signature over its
+  message ids, and each marker must belong to such a mark that lists its message and whose
+  key is not revoked at its message's position.
+* Set-aside rows: each must carry a keyring key's signature over its message id and reason;
   the valid ones are listed as notes (what the relay could not publish, and why).
 * Leases: one held beyond the longest term Croupier takes was written by no instance of
   it, and stalls relaying until it expires.
@@ -24,8 +27,8 @@ from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import Any, Final, NamedTuple
 
 from croupier.ledger.chain import ChainRow, Problem
+from croupier.ledger.keyring import Keyring
 from croupier.ledger.outbox import OutboxRow, SetAsideRow
-from croupier.ledger.signing import LedgerPublicKey
 from croupier.ledger.trust import HeadRow, MarkRow
 
 
@@ -60,6 +63,7 @@ class LetterRule(ABC):
 HeadPage = Callable[[int, int], Awaitable[list[HeadRow]]]
 MarkPage = Callable[[int, int], Awaitable[list[MarkRow]]]
 MarkerPage = Callable[[tuple[int, str], int], Awaitable[list[tuple[int, str]]]]
+Positions = Callable[[Sequence[str]], Awaitable[dict[str, int]]]
 #: Notes kept by one walk (set-aside rows listed); the rest are counted.
 NOTES_KEPT: Final = 10_000
 
@@ -71,12 +75,12 @@ class Audit:
 
     def __init__(
         self,
-        public_key: LedgerPublicKey | None,
+        keyring: Keyring | None,
         rule: OutboxRule | None,
         unruled: Collection[str] = (),
         letter_rule: LetterRule | None = None,
     ) -> None:
-        self.public_key = public_key
+        self.keyring = keyring
         self.rule = rule
         self.unruled = unruled
         self.letter_rule = letter_rule
@@ -88,18 +92,16 @@ class Audit:
 
     async def heads(self, page: HeadPage, size: int) -> dict[int, str]:
         """The validly signed heads (position: hash); every other head row is flagged."""
-        assert self.public_key is not None
+        assert self.keyring is not None
         signed: dict[int, str] = {}
         after = 0
         while rows := await page(after, size):
             for head in rows:
                 name = f"id {head.id} position {head.position}"
-                if not self.public_key.verify_head(head.position, head.hash, head.signature):
-                    why = (
-                        "signed with another key"
-                        if head.key_id != self.public_key.key_id
-                        else "signature does not match"
-                    )
+                why = self.keyring.head_problem(
+                    head.position, head.hash, head.key_id, head.signature
+                )
+                if why is not None:
                     self._flag("ledger_heads", "forged", head.position, name, why)
                 elif signed.get(head.position, head.hash) != head.hash:
                     self._flag("ledger_heads", "forged", head.position, name, "two signed hashes")
@@ -159,19 +161,33 @@ class Audit:
             )
         return problem is None
 
-    async def marks(self, marks: MarkPage, markers: MarkerPage, size: int) -> None:
-        """Flag marks this key did not sign and markers no valid mark lists."""
-        assert self.public_key is not None
+    async def marks(
+        self, marks: MarkPage, markers: MarkerPage, size: int, positions: Positions
+    ) -> None:
+        """Flag marks no keyring key signed, and markers no valid mark lists (or only one
+        whose key is revoked at the message's position)."""
+        assert self.keyring is not None
         valid: set[int] = set()
+        revoked: dict[int, int] = {}  # mark: the position its key is revoked from
         after = 0
         while rows := await marks(after, size):
             for row in rows:
-                if self.public_key.verify_mark(row.message_ids, row.signature):
+                why = self.keyring.mark_problem(row.key_id, row.message_ids, row.signature)
+                if why is None:
                     valid.add(row.mark)
+                    entry = self.keyring.get(row.key_id)
+                    if entry is not None and entry.revoked_from is not None:
+                        revoked[row.mark] = entry.revoked_from
                 else:
-                    why = "not signed by this key"
                     self._flag("outbox_marks", "forged", 0, f"mark {row.mark}", why)
             after = rows[-1].mark
+        for mark, since in revoked.items():
+            ids = await _ids(marks, mark)
+            for message_id, position in (await positions(sorted(ids))).items():
+                if position >= since:
+                    why = f"its mark's key is revoked from position {since}"
+                    name = f"message_id {message_id} mark {mark}"
+                    self._flag("outbox_published", "forged", position, name, why)
         # Markers come ordered by mark: one mark's ids are held at a time.
         current: tuple[int, frozenset[str]] = (-2, frozenset())
         cursor = (-(2**63), "")
@@ -180,7 +196,7 @@ class Audit:
                 if mark != current[0]:
                     current = (mark, await _ids(marks, mark) if mark in valid else frozenset())
                 if message_id not in current[1]:
-                    why = "no mark signed by this key lists it"
+                    why = "no mark signed by a key of the keyring lists it"
                     name = f"message_id {message_id} mark {mark if mark >= 0 else 'none'}"
                     self._flag("outbox_published", "forged", 0, name, why)
             cursor = page[-1]
@@ -192,21 +208,20 @@ class Audit:
         while rows := await page(after, size):
             for aside, row in rows:
                 name = f"id {aside.id} message_id {aside.message_id}"
-                key = self.public_key
-                if key is None or key.verify_aside(aside.message_id, aside.reason, aside.signature):
+                why = (
+                    self.keyring.aside_problem(
+                        aside.key_id, aside.message_id, aside.reason, aside.signature, row.position
+                    )
+                    if self.keyring is not None
+                    else None
+                )
+                if why is None:
                     since = "published since" if row.marks else "not published"
                     if len(self.notes) < NOTES_KEPT:
                         self.notes.append(f"outbox_set_aside: {name}: {aside.reason} ({since})")
                     else:
                         unlisted += 1
                     continue
-                why = (
-                    "unsigned"
-                    if not aside.signature
-                    else "signed with another key"
-                    if aside.key_id != key.key_id
-                    else "signature does not match (changed?)"
-                )
                 self._flag("outbox_set_aside", "forged", row.position, name, why)
             after = rows[-1][0].id
         if unlisted:

@@ -56,6 +56,7 @@ from croupier.ledger.batch import (
     recorded,
 )
 from croupier.ledger.chain import GENESIS_HASH, ChainRow, format_timestamp
+from croupier.ledger.keyring import Keyring
 from croupier.ledger.migrate import migrations
 from croupier.ledger.outbox import OutboxRow, PublishedFloor, SetAsideRow
 from croupier.ledger.signing import LedgerKey
@@ -154,10 +155,16 @@ class PostgresLedger(Ledger):
     dialect = "postgres"
 
     def __init__(
-        self, url: str, *, key: LedgerKey | None = None, min_size: int = 1, max_size: int = 10
+        self,
+        url: str,
+        *,
+        key: LedgerKey | None = None,
+        keyring: Keyring | None = None,
+        min_size: int = 1,
+        max_size: int = 10,
     ) -> None:
         self.url = url
-        self.trust = Trust(key)
+        self.trust = Trust(key, keyring)
         self._min_size = min_size
         self._max_size = max_size
         self._pool: asyncpg.Pool | None = None
@@ -227,7 +234,7 @@ class PostgresLedger(Ledger):
             )
             signed: tuple[int, str, str, str] | tuple[None, ...] = (None,) * 4
             if plan.rows and self.trust.signing:
-                await self._check_head(conn, head)
+                await self._check_head(conn, head, plan.rows[0].position, plan.rows[-1].position)
                 last = plan.rows[-1]
                 signed = self.trust.sign_head(last.position, last.hash)
             await self._write(conn, plan, signed)
@@ -239,21 +246,30 @@ class PostgresLedger(Ledger):
         if plan.rows or plan.outbox:
             await conn.execute(_INSERT_BATCH, *_columns(plan), *head)
 
-    async def _check_head(self, conn: Conn, head: tuple[int, str]) -> None:
-        """Refuse to append after rows this key did not sign (inside the append lock)."""
-        if head == self.trust.head or head[0] == 0:
-            return
-        rows = await conn.fetch(
-            f"SELECT {_HEAD_COLUMNS} FROM ledger_heads WHERE position = $1 ORDER BY id DESC "
-            f"LIMIT {HEADS_SCANNED}",
-            head[0],
-        )
-        any_heads = bool(rows) or bool(
-            await conn.fetchval("SELECT EXISTS (SELECT FROM ledger_heads)")
-        )
-        if not self.trust.accept_head(head, [HeadRow(*r) for r in rows], any_heads):
+    async def _check_head(self, conn: Conn, head: tuple[int, str], first: int, last: int) -> None:
+        """Refuse to append after rows no key of the keyring signed, after a handover to
+        another key, or at positions this key may not sign (inside the append lock)."""
+        why = None
+        if head != self.trust.head and head[0] != 0:
+            rows = await conn.fetch(
+                f"SELECT {_HEAD_COLUMNS} FROM ledger_heads WHERE position = $1 ORDER BY id DESC "
+                f"LIMIT {HEADS_SCANNED}",
+                head[0],
+            )
+            any_heads = bool(rows) or bool(
+                await conn.fetchval("SELECT EXISTS (SELECT FROM ledger_heads)")
+            )
+            event = await conn.fetchrow(
+                "SELECT type, data::text FROM events WHERE position = $1", head[0]
+            )
+            assert event is not None  # the head's own row
+            why = self.trust.accept_head(
+                head, [HeadRow(*r) for r in rows], any_heads, (event[0], event[1])
+            )
+        why = why or self.trust.may_sign(first) or self.trust.may_sign(last)
+        if why:
             signed = await conn.fetchval("SELECT coalesce(max(position), 0) FROM ledger_heads")
-            raise HeadNotSigned(head[0], int(signed))
+            raise HeadNotSigned(head[0], int(signed), why)
 
     @_reaching
     async def read_streams(self, streams: Sequence[str]) -> dict[str, list[RecordedEvent]]:
@@ -453,6 +469,14 @@ class PostgresLedger(Ledger):
             high,
         )
         return [_outbox_row(row) for row in rows]
+
+    @_reaching
+    async def _message_positions(self, message_ids: Sequence[str]) -> dict[str, int]:
+        rows = await (await self.pool()).fetch(
+            "SELECT message_id, position FROM outbox WHERE message_id = ANY($1::text[])",
+            list(message_ids),
+        )
+        return {row[0]: int(row[1]) for row in rows}
 
     @_reaching
     async def _marks(self, marks: Sequence[int]) -> list[MarkRow]:

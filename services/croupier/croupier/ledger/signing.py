@@ -90,6 +90,19 @@ class LedgerPublicKey:
             serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
         )
 
+    def raw_hex(self) -> str:
+        """The 32 raw bytes of the key, in hex (as keyrings and handovers carry it)."""
+        raw = self.key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+        return raw.hex()
+
+    @classmethod
+    def from_hex(cls, text: str) -> LedgerPublicKey:
+        """The key ``raw_hex`` wrote; ``ValueError`` for anything else."""
+        raw = bytes.fromhex(text)
+        if len(raw) != 32:
+            raise ValueError(f"an Ed25519 public key is 32 bytes, not {len(raw)}")
+        return cls(Ed25519PublicKey.from_public_bytes(raw))
+
     @classmethod
     def from_file(cls, path: str | Path) -> LedgerPublicKey:
         """Load a PEM public key (``croupier keygen`` writes one)."""

@@ -42,6 +42,7 @@ from croupier.ledger.batch import (
     recorded,
 )
 from croupier.ledger.chain import GENESIS_HASH, ChainRow
+from croupier.ledger.keyring import Keyring
 from croupier.ledger.migrate import migrations, split_sqlite_script
 from croupier.ledger.outbox import OutboxRow, PublishedFloor, SetAsideRow
 from croupier.ledger.signing import LedgerKey
@@ -119,9 +120,11 @@ class SqliteLedger(Ledger):
 
     dialect = "sqlite"
 
-    def __init__(self, path: str, *, key: LedgerKey | None = None) -> None:
+    def __init__(
+        self, path: str, *, key: LedgerKey | None = None, keyring: Keyring | None = None
+    ) -> None:
         self.path = path
-        self.trust = Trust(key)
+        self.trust = Trust(key, keyring)
         self._writer = _Connection(path)
         self._reader = self._writer if path == ":memory:" else _Connection(path)
         self._floor = PublishedFloor()
@@ -267,6 +270,11 @@ class SqliteLedger(Ledger):
         )
         return [_outbox_row(row) for row in await self._read(sql, (low, high))]
 
+    async def _message_positions(self, message_ids: Sequence[str]) -> dict[str, int]:
+        sql = "SELECT message_id, position FROM outbox WHERE message_id IN ({marks})"
+        rows = await self._reader.run(lambda conn: list(_in_chunks(conn, sql, message_ids)))
+        return {row[0]: int(row[1]) for row in rows}
+
     async def _marks(self, marks: Sequence[int]) -> list[MarkRow]:
         sql = (
             "SELECT mark, message_ids, key_id, signature FROM outbox_marks WHERE mark IN ({marks})"
@@ -352,7 +360,7 @@ def _append(
             recorded_at=datetime.now(UTC),
         )
         if plan.rows and trust.signing:
-            _check_head(conn, head, trust)
+            _check_head(conn, head, trust, plan.rows[0].position, plan.rows[-1].position)
             last = plan.rows[-1]
             conn.execute(_INSERT_HEAD, trust.sign_head(last.position, last.hash))
         conn.executemany(_INSERT_EVENT, plan.rows)
@@ -364,21 +372,28 @@ def _append(
     return plan
 
 
-def _check_head(conn: sqlite3.Connection, head: tuple[int, str], trust: Trust) -> None:
-    """Refuse to append after rows this key did not sign (inside the write transaction)."""
-    if head == trust.head or head[0] == 0:
-        return
-    rows = conn.execute(
-        f"SELECT {_HEAD_COLUMNS} FROM ledger_heads WHERE position = ? ORDER BY id DESC "
-        f"LIMIT {HEADS_SCANNED}",
-        (head[0],),
-    ).fetchall()
-    any_heads = (
-        bool(rows) or conn.execute("SELECT EXISTS (SELECT 1 FROM ledger_heads)").fetchone()[0]
-    )
-    if not trust.accept_head(head, [HeadRow(*r) for r in rows], bool(any_heads)):
+def _check_head(
+    conn: sqlite3.Connection, head: tuple[int, str], trust: Trust, first: int, last: int
+) -> None:
+    """Refuse to append after rows no key of the keyring signed, after a handover to another
+    key, or at positions this key may not sign (inside the write transaction)."""
+    why = None
+    if head != trust.head and head[0] != 0:
+        rows = conn.execute(
+            f"SELECT {_HEAD_COLUMNS} FROM ledger_heads WHERE position = ? ORDER BY id DESC "
+            f"LIMIT {HEADS_SCANNED}",
+            (head[0],),
+        ).fetchall()
+        any_heads = (
+            bool(rows) or conn.execute("SELECT EXISTS (SELECT 1 FROM ledger_heads)").fetchone()[0]
+        )
+        event = conn.execute("SELECT type, data FROM events WHERE position = ?", (head[0],))
+        type_, data = event.fetchone()
+        why = trust.accept_head(head, [HeadRow(*r) for r in rows], bool(any_heads), (type_, data))
+    why = why or trust.may_sign(first) or trust.may_sign(last)
+    if why:
         signed = conn.execute("SELECT coalesce(max(position), 0) FROM ledger_heads").fetchone()[0]
-        raise HeadNotSigned(head[0], int(signed))
+        raise HeadNotSigned(head[0], int(signed), why)
 
 
 def _outbox_row(row: Sequence[Any]) -> OutboxRow:

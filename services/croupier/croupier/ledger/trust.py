@@ -1,4 +1,4 @@
-"""What the service's key vouches for: signed heads, the rows under them, and publish marks.
+"""What the service's keyring vouches for: signed heads, the rows under them, and publish marks.
 
 Shared by the adapters (signing a committed batch's head, refusing to append after rows
 someone else wrote, telling real publish markers from forged ones) and by the relay
@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final
 
 import structlog
 
 from croupier.ledger.chain import GENESIS_HASH, ChainRow
+from croupier.ledger.keyring import Keyring, KeyringError, handed_to
 from croupier.ledger.outbox import SetAsideRow
 from croupier.ledger.signing import LedgerKey, LedgerPublicKey
 
@@ -56,12 +57,25 @@ class _Bounded(OrderedDict[object, object]):
 
 
 class Trust:
-    """One process's signing key (or none) and the heads and marks it has checked."""
+    """One process's signing key (or none), the keyring it trusts, and the heads and marks
+    it has checked.
 
-    def __init__(self, key: LedgerKey | None = None) -> None:
+    With a key, the keyring (by default the key alone) says whose heads, publish marks and
+    set-aside rows count: its predecessors' after a rotation (``croupier.ledger.keyring``).
+    """
+
+    def __init__(self, key: LedgerKey | None = None, keyring: Keyring | None = None) -> None:
         self.key = key
         self.public: LedgerPublicKey | None = key.public if key else None
         self.key_id = self.public.key_id if self.public else ""
+        self.keyring: Keyring | None = None
+        if self.public is not None:
+            self.keyring = keyring if keyring is not None else Keyring.of(self.public)
+            if self.key_id not in self.keyring:
+                raise KeyringError(
+                    f"the signing key {self.key_id} is not in the keyring: add it with "
+                    "`croupier rotate-key`"
+                )
         self._heads = _Bounded()
         self._marks = _Bounded()
         self.head: tuple[int, str] | None = None  # the chain head last signed or verified
@@ -80,34 +94,70 @@ class Trust:
         self.head = (position, digest)
         return position, digest, self.key_id, signature
 
+    def retire(self, position: int) -> None:
+        """This key handed the ledger over at ``position``: it signs nothing above it."""
+        assert self.keyring is not None and self.public is not None, "signing needs a key"
+        own = self.keyring.get(self.key_id)
+        assert own is not None
+        self.keyring = self.keyring.with_entry(replace(own, last=position))
+
+    def may_sign(self, position: int) -> str | None:
+        """Why this key may not sign a head at ``position`` (its range, a revocation)."""
+        assert self.keyring is not None, "signing needs a key"
+        entry = self.keyring.get(self.key_id)
+        return entry.refusal(position) if entry else "this key is not in the keyring"
+
     def trusts_head(self, row: HeadRow) -> bool:
-        """Whether the row is a head this key signed (checked once, then remembered)."""
+        """Whether the row is a head the keyring vouches for (checked once, remembered)."""
         if (row.position, row.hash) in self._heads:
             return True
-        if self.public is None or not self.public.verify_head(
-            row.position, row.hash, row.signature
+        if self.keyring is None or self.keyring.head_problem(
+            row.position, row.hash, row.key_id, row.signature
         ):
             return False
         self._heads.remember((row.position, row.hash))
         return True
 
     def accept_head(
-        self, head: tuple[int, str], rows_at_head: Sequence[HeadRow], any_heads: bool
-    ) -> bool:
-        """Whether appending after ``head`` is safe: this key signed it, or nothing is signed.
+        self,
+        head: tuple[int, str],
+        rows_at_head: Sequence[HeadRow],
+        any_heads: bool,
+        event: tuple[str, str] | None = None,
+    ) -> str | None:
+        """Why appending after ``head`` is not safe, or None: a key of the keyring signed
+        it and it hands nothing over to another key, or nothing is signed at all.
 
-        A ledger with rows but no signed head at all is adopted (its first signature then
-        vouches for the rows before it); this is logged.
+        ``event`` is (type, data) of the row at the head. A ledger with rows but no signed
+        head at all is adopted (its first signature then vouches for the rows before it;
+        logged), unless the keyring says other keys signed before: then its heads were
+        removed.
         """
         if head == self.head or head[0] == 0:
-            return True
+            return None
+        assert self.keyring is not None, "signing needs a key"
         if any(row.hash == head[1] and self.trusts_head(row) for row in rows_at_head):
+            to = handed_to(*event) if event else None
+            if to is not None and to != self.key_id:
+                return f"key {self.key_id} handed the ledger over to key {to or '?'} there"
             self.head = head
-            return True
+            return None
         if not any_heads:
+            earlier = self.keyring.earlier_than(self.key_id)
+            if earlier is not None:
+                return (
+                    f"no head is signed at all, yet the keyring says key {earlier.key_id} "
+                    f"signs positions {earlier.span()}: signed heads were removed, and the "
+                    "ledger is not adopted"
+                )
             log.warning("signing a ledger that has no signed head yet", head_position=head[0])
-            return True
-        return False
+            return None
+        problems = [
+            self.keyring.head_problem(row.position, row.hash, row.key_id, row.signature)
+            for row in rows_at_head
+            if row.hash == head[1]
+        ]
+        return next((p for p in problems if p), "no signed head is there")
 
     # -- publish marks --------------------------------------------------------------------
 
@@ -122,14 +172,18 @@ class Trust:
             return None, None
         return self.key_id, self.key.sign_aside(message_id, reason)
 
-    def trusts_aside(self, row: SetAsideRow) -> bool:
-        """Whether this key signed the set-aside row (without a key: every row counts)."""
-        if self.public is None:
+    def trusts_aside(self, row: SetAsideRow, position: int) -> bool:
+        """Whether a key of the keyring signed the set-aside row of a message reporting the
+        event at ``position`` (without a key: every row counts)."""
+        if self.keyring is None:
             return True
-        return self.public.verify_aside(row.message_id, row.reason, row.signature)
+        problem = self.keyring.aside_problem(
+            row.key_id, row.message_id, row.reason, row.signature, position
+        )
+        return problem is None
 
-    def remember_mark(self, mark: int, message_ids: Iterable[str]) -> None:
-        self._marks.remember(mark, frozenset(message_ids))
+    def remember_mark(self, mark: int, message_ids: Iterable[str], key_id: str = "") -> None:
+        self._marks.remember(mark, (frozenset(message_ids), key_id or self.key_id))
 
     def unknown_marks(self, marks: Iterable[int | None]) -> list[int]:
         """Marks not checked yet (to be fetched and passed to ``check_marks``)."""
@@ -138,22 +192,33 @@ class Trust:
     def check_marks(self, rows: Iterable[MarkRow]) -> None:
         """Remember the validly signed ones among ``rows``; forged ones stay unknown."""
         for row in rows:
-            if self.public is not None and self.public.verify_mark(row.message_ids, row.signature):
-                self.remember_mark(row.mark, row.message_ids)
+            problem = (
+                self.keyring.mark_problem(row.key_id, row.message_ids, row.signature)
+                if self.keyring is not None
+                else "no key"
+            )
+            if problem is None:
+                self.remember_mark(row.mark, row.message_ids, row.key_id)
             else:
-                log.error("publish mark not signed by this key is ignored", mark=row.mark)
+                log.error("publish mark ignored", mark=row.mark, why=problem)
 
-    def published(self, message_id: str, marks: Sequence[int | None]) -> bool:
-        """Whether a message with these markers counts as published.
+    def published(self, message_id: str, marks: Sequence[int | None], position: int) -> bool:
+        """Whether a message (reporting the event at ``position``) with these markers
+        counts as published.
 
-        Without a key every marker counts; with one, only a marker whose mark this key
-        signed and which lists the message.
+        Without a key every marker counts; with one, only a marker whose mark a key of the
+        keyring signed, which lists the message, and whose key is not revoked at
+        ``position``.
         """
-        if self.public is None:
+        if self.keyring is None:
             return bool(marks)
         for mark in marks:
-            ids = self._marks.get(mark)
-            if isinstance(ids, frozenset) and message_id in ids:
+            known = self._marks.get(mark)
+            if not isinstance(known, tuple):
+                continue
+            ids, key_id = known
+            entry = self.keyring.get(key_id)
+            if message_id in ids and entry is not None and entry.counts_for(position):
                 return True
         return False
 
