@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import re
 from collections.abc import AsyncIterator
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
 
 from croupier.facts import Fact
 from croupier.ledger import (
+    HeadNotSigned,
     IdempotencyConflict,
     Ledger,
     LedgerTampered,
@@ -28,6 +31,8 @@ from croupier.ledger import (
     open_ledger,
 )
 from croupier.ledger.chain import GENESIS_HASH, format_timestamp, row_hash
+from croupier.ledger.keyring import KeyEntry, Keyring
+from croupier.ledger.signing import LedgerKey
 
 _keys = itertools.count(1)
 
@@ -50,6 +55,22 @@ async def read_everything(ledger: Ledger) -> list[RecordedEvent]:
     while page := await ledger.read_all(events[-1].position if events else 0, 100):
         events.extend(page)
     return events
+
+
+@dataclass
+class Rotated:
+    """A ledger signed by three keys in turn: ``one`` up to ``first``, ``two`` up to
+    ``second`` (the handovers' positions), ``three`` since; the keyring says so."""
+
+    one: LedgerKey
+    two: LedgerKey
+    three: LedgerKey
+    first: int
+    second: int
+    keyring: Keyring
+
+    def ids(self) -> tuple[str, str, str]:
+        return self.one.public.key_id, self.two.public.key_id, self.three.public.key_id
 
 
 class LedgerSuite:
@@ -584,3 +605,151 @@ class LedgerSuite:
         await ledger.append([append("s", 0)])
         assert await ledger.migrate() == []
         assert await ledger.last_position() == 1
+
+    # -- key rotation ---------------------------------------------------------------------
+
+    async def rotated(self, url: str) -> Rotated:
+        """Sign with one key, rotate to a second and a third, each appending and publishing
+        across the handovers (``m2`` is pending at the first, ``m4`` at the second)."""
+        one, two, three = LedgerKey.generate(), LedgerKey.generate(), LedgerKey.generate()
+        async with open_ledger(url, one) as ledger:
+            await ledger.migrate()
+            await ledger.append([append("a", 0, 3)], [message("m1")])
+            await ledger.mark_published(["m1"])
+            await ledger.append([append("b", 0, 2)], [message("m2")])
+            first = await ledger.rotate_key(two.public)
+            with pytest.raises(HeadNotSigned, match=re.escape(f"signs positions 1..{first} only")):
+                await ledger.append([append("late", 0, 1)])  # the outgoing key signs no more
+        keyring = Keyring([KeyEntry(one.public, 1, first), KeyEntry(two.public, first + 1)])
+        async with open_ledger(url, two, keyring) as ledger:
+            await ledger.check_signing()
+            # The first key's mark is honoured: m1 stays published, m2 is pending.
+            assert [m.message_id for m in await ledger.pending_outbox()] == ["m2"]
+            assert sorted(await ledger.vouched(range(1, first + 1))) == list(range(1, first + 1))
+            await ledger.mark_published(["m2"])
+            await ledger.append([append("c", 0, 2)], [message("m3")])
+            await ledger.mark_published(["m3"])
+            await ledger.append([append("d", 0, 1)], [message("m4")])
+            second = await ledger.rotate_key(three.public)
+        own = keyring.get(two.public.key_id)
+        assert own is not None
+        keyring = keyring.with_entry(replace(own, last=second))
+        keyring = keyring.with_entry(KeyEntry(three.public, second + 1))
+        async with open_ledger(url, three, keyring) as ledger:
+            await ledger.check_signing()
+            assert [m.message_id for m in await ledger.pending_outbox()] == ["m4"]
+            await ledger.mark_published(["m4"])
+            await ledger.append([append("e", 0, 2)], [message("m5")])
+            await ledger.mark_published(["m5"])
+            assert await ledger.pending_outbox() == []
+        return Rotated(one, two, three, first, second, keyring)
+
+    async def test_keys_rotate_twice_and_each_part_verifies_against_its_key(
+        self, ledger_url: str
+    ) -> None:
+        rotated = await self.rotated(ledger_url)
+        one, two, three = (k.public for k in (rotated.one, rotated.two, rotated.three))
+        async with open_ledger(ledger_url) as auditor:
+            report = await auditor.verify(keyring=rotated.keyring)
+            assert report.ok, report.summary()
+            assert report.head_position == rotated.second + 2
+            # Each key given once (old and new): the handovers say which signs where.
+            report = await auditor.verify(keyring=Keyring.of(one, two, three))
+            assert report.ok, report.summary()
+            # Trust passes along the chain: the first key vouches for its successors.
+            assert (await auditor.verify(public_key=one)).ok
+            # A key not given leaves its part unchecked: refused and named.
+            report = await auditor.verify(keyring=Keyring.of(two, three))
+            forged = [p for p in report.problems if p.table == "ledger_heads"]
+            assert forged and all(one.key_id in p.detail for p in forged), report.summary()
+            assert any(f"({one.key_id}), not in the keyring" in p.detail for p in forged)
+
+    async def test_a_new_key_without_the_keyring_refuses_and_names_the_old_one(
+        self, ledger_url: str
+    ) -> None:
+        rotated = await self.rotated(ledger_url)
+        third_id = rotated.three.public.key_id
+        async with open_ledger(ledger_url, LedgerKey.generate()) as stranger:
+            with pytest.raises(HeadNotSigned, match=f"another key \\({third_id}\\)"):
+                await stranger.check_signing()
+            with pytest.raises(HeadNotSigned):
+                await stranger.append([append("x", 0, 1)])
+        assert await self._positions(ledger_url) == rotated.second + 2  # nothing written
+
+    async def _positions(self, url: str) -> int:
+        async with open_ledger(url) as reader:
+            return await reader.last_position()
+
+    async def test_a_rogue_key_is_refused_and_named(self, ledger_url: str) -> None:
+        rotated = await self.rotated(ledger_url)
+        rogue = LedgerKey.generate()
+        async with open_ledger(ledger_url, rogue) as theirs:
+            # Forced past Croupier's own check, it appends under its own key.
+            head = await theirs.read_all(rotated.second + 1, 1)
+            theirs.trust.head = (head[0].position, head[0].hash)
+            await theirs.append([append("rogue", 0, 2)], [message("m-rogue")])
+            await theirs.mark_published(["m-rogue"])
+        async with open_ledger(ledger_url, rotated.three, rotated.keyring) as ours:
+            with pytest.raises(HeadNotSigned, match=rogue.public.key_id):
+                await ours.append([append("f", 0, 1)])
+            assert [m.message_id for m in await ours.pending_outbox()] == ["m-rogue"]
+            report = await ours.verify(keyring=rotated.keyring)
+        top = rotated.second + 2
+        assert report.unsigned == [top + 1, top + 2]
+        heads = [p for p in report.problems if p.table == "ledger_heads"]
+        assert [p.position for p in heads] == [top + 2]
+        assert f"another key ({rogue.public.key_id}), not in the keyring" in heads[0].detail
+        assert report.rows("outbox_marks", "forged")
+
+    async def test_a_revoked_key_is_refused_and_named(self, ledger_url: str) -> None:
+        rotated = await self.rotated(ledger_url)
+        two = rotated.keyring.get(rotated.two.public.key_id)
+        assert two is not None
+        since = rotated.first + 2  # the second key's first batch (m3) on
+        revoked = rotated.keyring.with_entry(replace(two, revoked_from=since))
+        async with open_ledger(ledger_url) as auditor:
+            report = await auditor.verify(keyring=revoked)
+        heads = [p for p in report.problems if p.table == "ledger_heads"]
+        assert [p.position for p in heads] == [since, since + 1, rotated.second]
+        assert all(f"revoked from position {since}" in p.detail for p in heads)
+        # m3's marker (m2's is below the revocation, m4's the third key's)
+        assert [m.split(" mark ")[0] for m in report.rows("outbox_published")] == ["message_id m3"]
+        # The service's relay no longer counts the revoked key's mark of m3, nor vouches for
+        # what the revoked key signed: m3 is pending and its event is not vouched for.
+        async with open_ledger(ledger_url, rotated.three, revoked) as ours:
+            assert [m.message_id for m in await ours.pending_outbox()] == ["m3"]
+            assert sorted(await ours.vouched(range(1, since + 4))) == [*range(1, since), since + 3]
+        # A service whose own key is revoked under its head refuses to go on.
+        three = rotated.keyring.get(rotated.three.public.key_id)
+        assert three is not None
+        top = rotated.second + 2
+        revoked = revoked.with_entry(replace(three, revoked_from=top))
+        async with open_ledger(ledger_url, rotated.three, revoked) as ours:
+            with pytest.raises(HeadNotSigned, match=f"revoked from position {top}"):
+                await ours.check_signing()
+
+    async def test_an_adopted_head_is_refused_and_named(self, ledger_url: str) -> None:
+        rotated = await self.rotated(ledger_url)
+        await self.tamper(ledger_url, "DELETE FROM ledger_heads")  # the owner's hand
+        async with open_ledger(ledger_url, rotated.three, rotated.keyring) as ours:
+            with pytest.raises(HeadNotSigned, match="signed heads were removed"):
+                await ours.check_signing()
+            with pytest.raises(HeadNotSigned, match="not adopted"):
+                await ours.append([append("f", 0, 1)])
+        # Forced (the new key alone, no keyring): its first head vouches for everything.
+        async with open_ledger(ledger_url, rotated.three) as adopting:
+            await adopting.append([append("f", 0, 1)])
+        one, two, _ = rotated.ids()
+        async with open_ledger(ledger_url) as auditor:
+            for keyring in (
+                rotated.keyring,
+                Keyring.of(rotated.one.public, rotated.two.public, rotated.three.public),
+            ):
+                report = await auditor.verify(keyring=keyring)
+                missing = [p for p in report.problems if p.table == "ledger_heads"]
+                assert [(p.kind, p.position) for p in missing] == [
+                    ("missing", rotated.first),
+                    ("missing", rotated.second),
+                ], report.summary()
+                assert f"key {one}'s turn 1..{rotated.first} ends here" in missing[0].detail
+                assert f"key {two}'s turn" in missing[1].detail

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.integration
 
 _TABLES = ("events", "outbox", "outbox_published")
+_TAMPERED = (*_TABLES, "ledger_heads", "outbox_marks")
 
 
 class TestPostgresLedger(LedgerSuite):
@@ -45,11 +46,11 @@ class TestPostgresLedger(LedgerSuite):
         conn = await asyncpg.connect(url)
         try:
             async with conn.transaction():
-                for table in _TABLES:
+                for table in _TAMPERED:
                     await conn.execute(f"ALTER TABLE {table} DISABLE TRIGGER USER")
                 for statement in statements:
                     await conn.execute(statement)
-                for table in _TABLES:
+                for table in _TAMPERED:
                     await conn.execute(f"ALTER TABLE {table} ENABLE TRIGGER USER")
         finally:
             await conn.close()

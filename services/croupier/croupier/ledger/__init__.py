@@ -453,7 +453,8 @@ class Ledger(ABC):
         """The rows at ``positions`` that the chain vouches for, by position.
 
         With a key: rows whose content gives their hash and which link, row by row, up
-        to a head a key of its keyring signed. Without: rows whose content gives their
+        to a head a key of its keyring signed, outside the part a revoked key signed
+        (``Keyring.revoked_at``). Without: rows whose content gives their
         hash and whose successor links to them.
         """
         wanted = sorted({p for p in positions if p > 0})
@@ -479,6 +480,9 @@ class Ledger(ABC):
             if top_hash is None and rows and rows[-1].position > high:
                 chain = vouch(rows, None, {})  # the successor's link is checked too
             found.update((p, chain[p]) for p in group if p in chain)
+        keyring = self.trust.keyring
+        if keyring is not None and any(e.revoked_from for e in keyring.entries.values()):
+            found = {p: row for p, row in found.items() if not keyring.revoked_at(p)}
         return found
 
     async def open_streams(self, prefix: str, closing: Sequence[str], limit: int) -> list[str]:

@@ -161,6 +161,16 @@ class Keyring:
             return f"key {entry.key_id} is revoked from position {entry.revoked_from}"
         return None
 
+    def revoked_at(self, position: int) -> bool:
+        """Whether ``position`` lies in a key's range at or above that key's revocation: what
+        the chain holds there is vouched for by a revoked key only."""
+        return any(
+            e.revoked_from is not None
+            and max(e.first, e.revoked_from) <= position
+            and (e.last is None or position <= e.last)
+            for e in self.entries.values()
+        )
+
     def earlier_than(self, key_id: str) -> KeyEntry | None:
         """A key that signed before ``key_id`` may (so a ledger with no head has lost them)."""
         own = self.entries.get(key_id)
