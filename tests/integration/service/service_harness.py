@@ -20,7 +20,15 @@ import sys
 import time
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
@@ -389,7 +397,14 @@ class ServeProcess:
     role and signs with the key pair beside its log (``service_keys``).
     """
 
-    def __init__(self, database_url: str, amqp_url: str, log: Path, max_batch: int) -> None:
+    def __init__(
+        self,
+        database_url: str,
+        amqp_url: str,
+        log: Path,
+        max_batch: int,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             self.port = int(probe.getsockname()[1])
@@ -400,6 +415,7 @@ class ServeProcess:
             "CROUPIER_AMQP_URL": amqp_url,
             "CROUPIER_HTTP_PORT": str(self.port),
             "CROUPIER_LOG_LEVEL": "INFO",
+            **(env or {}),
         }
         self.log = log
         with log.open("ab") as out:
@@ -459,11 +475,16 @@ def prepare_service(owner_url: str) -> str:
 
 @contextmanager
 def serve_process(
-    database_url: str, amqp_url: str, log: Path, max_batch: int = 1000
+    database_url: str,
+    amqp_url: str,
+    log: Path,
+    max_batch: int = 1000,
+    env: Mapping[str, str] | None = None,
 ) -> Iterator[ServeProcess]:
     """A ``croupier serve`` process on the database the owner's ``database_url`` names (as
-    its service role, signing), killed on the way out if the test left it running."""
-    served = ServeProcess(database_url, amqp_url, log, max_batch)
+    its service role, signing; ``env`` overrides its variables), killed on the way out if
+    the test left it running."""
+    served = ServeProcess(database_url, amqp_url, log, max_batch, env)
     try:
         yield served
     finally:
