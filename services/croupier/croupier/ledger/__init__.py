@@ -266,8 +266,8 @@ class HeadNotSigned(LedgerError):
     def __init__(self, position: int, signed: int | None, why: str = "") -> None:
         last = "" if signed is None else f"; the last signed head is at {signed}"
         super().__init__(
-            f"the ledger's head at position {position} is not one this service's key may "
-            f"sign after ({why or 'not signed by a key of its keyring'}{last}): "
+            f"the ledger's head at position {position} is not signed so that this service's "
+            f"key may append after it ({why or 'no key of its keyring signed it'}{last}): "
             "run `croupier verify --keyring FILE`; see docs/keys.md"
         )
         self.position = position
