@@ -27,10 +27,11 @@ TIMEOUT = 180
 def croupier(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
     """Run ``croupier ARGS`` in ``cwd`` with the ``CROUPIER_*`` settings given, and only those."""
     environment = {k: v for k, v in os.environ.items() if not k.startswith("CROUPIER_")}
+    ports = {"CROUPIER_HTTP_PORT": "0", "CROUPIER_WEB_PORT": "0"}  # tests run side by side
     return subprocess.run(
         [sys.executable, "-m", "floor.cli", *args],
         cwd=cwd,
-        env={**environment, **env},
+        env={**environment, **ports, **env},
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,

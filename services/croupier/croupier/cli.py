@@ -174,7 +174,10 @@ def main(
         level = settings.log_level or ("INFO" if args.command in SERVICES else "WARNING")
         from croupier.logs import configure_logging
 
-        configure_logging(level)
+        # a command's own error line says what a driver would log; a service logs it all
+        configure_logging(
+            level, libraries=settings.log_level is not None or args.command in SERVICES
+        )
         return int(args.run(args))
     except CommandError as error:
         if args.debug:
@@ -184,17 +187,30 @@ def main(
     except KeyboardInterrupt:
         print(f"{command}: interrupted", file=sys.stderr)
         return ExitCode.INTERRUPTED
-    except Exception as error:
+    except OSError as error:
+        if error.filename is None:
+            return _internal(command, error, args.debug)
         if args.debug:
             traceback.print_exc()
-        print(
-            f"{command}: internal error: {type(error).__name__}: {mask_secrets(str(error))}; "
-            "rerun with --debug for the traceback and report it",
-            file=sys.stderr,
-        )
-        return ExitCode.INTERNAL
+        path = error.filename2 or error.filename
+        print(f"{command}: cannot use {path}: {error.strerror}; check the path", file=sys.stderr)
+        return ExitCode.USAGE
+    except Exception as error:
+        return _internal(command, error, args.debug)
     finally:
         use_settings(None)
+
+
+def _internal(command: str, error: Exception, debug: bool) -> int:
+    """A bug: its one line (the traceback with ``--debug``), exit 3."""
+    if debug:
+        traceback.print_exc()
+    print(
+        f"{command}: internal error: {type(error).__name__}: {mask_secrets(str(error))}; "
+        "rerun with --debug for the traceback and report it",
+        file=sys.stderr,
+    )
+    return ExitCode.INTERNAL
 
 
 if __name__ == "__main__":

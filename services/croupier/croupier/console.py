@@ -120,6 +120,23 @@ def output_file(text: str) -> Path:
     return path
 
 
+def output_folder(text: str) -> Path:
+    """An option type: a folder to write in, which exists or can be made in one that does
+    (so a mistyped path writes nothing anywhere)."""
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{path} is not a folder")
+    where = path if path.is_dir() else path.absolute().parent
+    if not where.is_dir():
+        raise argparse.ArgumentTypeError(
+            f"{where} {'is not a folder' if where.exists() else 'does not exist'}: "
+            f"{path} cannot be made in it"
+        )
+    if not os.access(where, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"cannot write in {where}: permission denied")
+    return path
+
+
 def ledger_url(text: str) -> str:
     """An option type: a ledger URL (see :mod:`croupier.urls`)."""
     try:

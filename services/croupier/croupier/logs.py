@@ -26,8 +26,12 @@ from croupier.urls import mask_secrets
 _QUIET_LIBRARIES = ("aiormq", "aio_pika")
 
 
-def configure_logging(level: str = "INFO", stream: TextIO | None = None) -> None:
-    """Send every log line of the process, at ``level`` and above, to ``stream`` as JSON."""
+def configure_logging(
+    level: str = "INFO", stream: TextIO | None = None, *, libraries: bool = True
+) -> None:
+    """Send every log line of the process, at ``level`` and above, to ``stream`` as JSON.
+    Without ``libraries``, the drivers' own lines are left out: a command that is not a
+    service says what went wrong in its one error line instead."""
     number = logging.getLevelNamesMapping()[level.upper()]
     shared: list[Processor] = [
         structlog.contextvars.merge_contextvars,
@@ -60,7 +64,8 @@ def configure_logging(level: str = "INFO", stream: TextIO | None = None) -> None
     root.handlers = [handler]
     root.setLevel(number)
     for name in _QUIET_LIBRARIES:
-        logging.getLogger(name).setLevel(max(number, logging.WARNING))
+        quiet = logging.WARNING if libraries else logging.CRITICAL + 1
+        logging.getLogger(name).setLevel(max(number, quiet))
     logging.captureWarnings(True)
 
 

@@ -1,5 +1,6 @@
 """Bad configurations only the real PostgreSQL and RabbitMQ can show: one line each, exit 2,
-no traceback, no password (the rest of the table is in tests/unit/cli)."""
+no traceback, no password, no raw errno, and no library's log line before it (a service
+logs JSON lines; a command only its error). The rest of the table is in tests/unit/cli."""
 
 from __future__ import annotations
 
@@ -82,23 +83,63 @@ CASES = [
 ]
 
 
+DOWN = "amqp://guest:guest@127.0.0.1:1/"
+WRONG_PASSWORD = with_login(RABBITMQ_URL, "guest", SECRET)
+NO_VHOST = with_vhost(RABBITMQ_URL, "croupier-no-such-vhost")
+for command in (["simulate", "--rounds", "2"], ["redrive", "--dry-run"]):
+    CASES += [
+        Case(
+            f"{command[0]}-broker-down",
+            [*command, "--amqp", DOWN],
+            "RabbitMQ at 127.0.0.1:1 does not answer (Connect call failed",
+        ),
+        Case(
+            f"{command[0]}-wrong-broker-password",
+            [*command, "--amqp", WRONG_PASSWORD],
+            f"RabbitMQ at {MQ_AT} refused the login; fix the user and password in --amqp",
+        ),
+        Case(
+            f"{command[0]}-missing-vhost",
+            [*command, "--amqp", NO_VHOST],
+            f"RabbitMQ at {MQ_AT} closed the connection at login: the virtual host "
+            "'croupier-no-such-vhost' does not exist",
+        ),
+    ]
+RECONCILE = ["reconcile", "--ledger", "sqlite:///serve.db", "--wallet"]
+CASES += [
+    Case(
+        "reconcile-wallet-database-down",
+        [*RECONCILE, "postgresql://postgres@127.0.0.1:1/wallet"],
+        "PostgreSQL at 127.0.0.1:1 does not answer (Connect call failed ('127.0.0.1', 1)); "
+        "start it with `make services`, or point --wallet at a running server",
+    ),
+    Case(
+        "reconcile-wallet-missing-database",
+        [*RECONCILE, with_database(POSTGRES_URL, "croupier_no_such_wallet")],
+        f'PostgreSQL at {PG_AT}: database "croupier_no_such_wallet" does not exist; create it '
+        f"(`createdb -h {PG.hostname} -U postgres croupier_no_such_wallet`) or fix --wallet",
+    ),
+]
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_a_bad_service_configuration_is_one_line_and_exit_2(case: Case, tmp_path: Path) -> None:
     (tmp_path / "feed.jsonl").write_text("")
     LedgerKey.generate().write(tmp_path / "keys")
     environment = {k: v for k, v in os.environ.items() if not k.startswith("CROUPIER_")}
-    if case.args == ["serve"]:
-        migrate = [
-            sys.executable,
-            "-m",
-            "croupier.cli",
-            "migrate",
-            "--ledger",
-            "sqlite:///serve.db",
-        ]
-        subprocess.run(migrate, cwd=tmp_path, env=environment, check=True, timeout=120)
+    croupier = [sys.executable, "-m", "floor.cli"]
+    ledger = ["--ledger", "sqlite:///serve.db"]
+    subprocess.run([*croupier, "migrate", *ledger], cwd=tmp_path, env=environment, check=True)
+    if case.args[0] == "reconcile":  # a ledger with rounds in it, to reconcile against
+        for step in (
+            ["simulate", "--rounds", "2", "--seed", "1", "--out", "played.jsonl"],
+            ["replay", "played.jsonl", *ledger, "--out", "o.jsonl", "--rejections", "r.jsonl"],
+        ):
+            subprocess.run(
+                [*croupier, *step], cwd=tmp_path, env=environment, check=True, capture_output=True
+            )
     done = subprocess.run(
-        [sys.executable, "-m", "croupier.cli", *case.args],
+        [*croupier, *case.args],
         cwd=tmp_path,
         env={**environment, **case.env},
         capture_output=True,
@@ -109,5 +150,11 @@ def test_a_bad_service_configuration_is_one_line_and_exit_2(case: Case, tmp_path
     *logs, line = done.stderr.splitlines()
     assert done.returncode == 2, done.stderr
     assert case.message in line, done.stderr
-    assert all(json.loads(log)["logger"] for log in logs), done.stderr
+    if case.args[0] == "serve":
+        assert all(json.loads(log)["logger"] for log in logs), done.stderr
+    else:
+        assert logs == [], done.stderr
     assert "Traceback" not in done.stderr and SECRET not in done.stdout + done.stderr
+    assert "Errno" not in done.stderr
+    if case.args[0] == "reconcile":  # the wallet's database is at fault, not the ledger
+        assert "--ledger" not in line and "CROUPIER_DATABASE_URL" not in line

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from croupier.cli import SERVICES
 from croupier.ledger.signing import LedgerKey
 from floor.cli import main
 
@@ -47,6 +48,10 @@ def _dotenv(where: Path) -> None:
 def _a_file(where: Path) -> None:
     _feed(where)
     (where / "plain").write_text("")
+
+
+def _keys(where: Path) -> None:
+    LedgerKey.generate().write(where / "keys")
 
 
 def _signed_ledger(where: Path) -> None:
@@ -185,6 +190,25 @@ CASES = [
         "a card may appear only once",
     ),
     Case("unknown-command", ["deal"], "invalid choice: 'deal'"),
+    Case(
+        "contracts-out-in-a-missing-folder",
+        ["contracts", "--out", "missing/dir"],
+        "missing does not exist: missing/dir cannot be made in it",
+    ),
+    Case(
+        "contracts-out-a-file",
+        ["contracts", "--out", "plain"],
+        "--out: plain is not a folder",
+        prepare=_a_file,
+    ),
+    Case(
+        "keygen-out-under-a-device",
+        ["keygen", "--out", "/dev/null/x"],
+        "--out: /dev/null is not a folder: /dev/null/x cannot be made in it",
+    ),
+    Case(
+        "keygen-out-exists", ["keygen", "--out", "keys"], "ledger-signing.key exists", prepare=_keys
+    ),
     Case("demo-negative-rounds", ["demo", "--embedded", "--rounds", "-1"], "rounds must be >= 0"),
 ]
 
@@ -206,11 +230,15 @@ def test_a_bad_configuration_is_one_line_and_exit_2(
     out, err = capsys.readouterr()
     assert code == case.code, err
     *logs, line = err.splitlines()
-    assert all(json.loads(log)["level"] for log in logs), err  # a service logs JSON lines
+    if case.args[0] in SERVICES:
+        assert all(json.loads(log)["level"] for log in logs), err  # a service logs JSON lines
+    else:
+        assert logs == [], err  # a command's error is its one line
     assert case.message in line, err
     assert line.startswith(f"croupier {case.args[0]}:") or line.startswith("croupier:"), err
     assert "Traceback" not in out + err
     assert SECRET not in out + err
+    assert "Errno" not in err
 
 
 def test_debug_shows_the_traceback_too(
@@ -242,3 +270,39 @@ def test_help_works_with_a_bad_environment_and_names_every_variable(
     assert "(default 9464)" in out
     assert "guest:***@" in out and "guest:guest" not in out
     assert "exit codes: 0 done; 1 a finding" in out
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["contracts", "--out", "missing/dir"], ["keygen", "--out", "missing/keys"]],
+    ids=["contracts", "keygen"],
+)
+def test_an_unusable_output_folder_writes_nothing(
+    args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(args) == 2
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_output_folder_is_made_in_one_that_exists(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["keygen", "--out", "keys"]) == 0
+    assert sorted(p.name for p in (tmp_path / "keys").iterdir()) == [
+        "ledger-signing.key",
+        "ledger-signing.pub",
+    ]
+
+
+def test_a_file_the_command_cannot_write_is_exit_2_without_errno(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "contracts").mkdir()
+    (tmp_path / "contracts" / "feed").write_text("a file where a folder goes")
+    assert main(["contracts", "--out", "contracts"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("croupier contracts: cannot use ") and "Errno" not in err, err
+    assert len(err.splitlines()) == 1

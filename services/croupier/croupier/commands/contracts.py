@@ -7,14 +7,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from croupier.console import add_json_argument, print_json
+from croupier.console import add_json_argument, output_folder, print_json
 from croupier.schemas import check_schemas, write_schemas
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     """Add the ``contracts`` sub-command."""
     parser = subparsers.add_parser("contracts")
-    parser.add_argument("--out", type=Path, default=Path("contracts"), help="target folder")
+    parser.add_argument(
+        "--out",
+        type=output_folder,
+        default=Path("contracts"),
+        help="target folder (made if its parent exists)",
+    )
     parser.add_argument(
         "--check", action="store_true", help="write nothing; exit 1 if any file is out of date"
     )

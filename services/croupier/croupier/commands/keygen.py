@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 from typing import Any
 
+from croupier.console import output_folder
+from croupier.errors import CommandError
 from croupier.ledger.signing import LedgerKey, SigningKeyError
 
 
@@ -14,7 +14,10 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     """Add the ``keygen`` sub-command."""
     parser = subparsers.add_parser("keygen")
     parser.add_argument(
-        "--out", type=Path, required=True, help="folder for ledger-signing.key and .pub"
+        "--out",
+        type=output_folder,
+        required=True,
+        help="folder for ledger-signing.key and .pub (made if its parent exists)",
     )
     parser.set_defaults(run=run)
 
@@ -23,9 +26,8 @@ def run(args: argparse.Namespace) -> int:
     """Write the pair; never overwrites an existing key."""
     try:
         private, public = LedgerKey.generate().write(args.out)
-    except (SigningKeyError, OSError) as error:
-        print(f"croupier keygen: {error}", file=sys.stderr)
-        return 2
+    except SigningKeyError as error:
+        raise CommandError(str(error)) from None
     print(f"signing key (service only, mode 0600): {private}")
     print(f"public key (for `croupier verify --public-key`): {public}")
     print(f"for the service: CROUPIER_LEDGER_SIGNING_KEY={private}")

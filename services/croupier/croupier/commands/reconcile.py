@@ -113,13 +113,23 @@ def _wallet_source(args: argparse.Namespace) -> Path | AsyncIterator[list[Wallet
     """The wallet log file, or the rows of a wallet kept in PostgreSQL."""
     if args.wallet.startswith(("postgresql://", "postgres://")):
         table = args.wallet_table or (None if args.wallet_query else "wallet_transactions")
-        return read_postgres(args.wallet, table=table, query=args.wallet_query)
+        rows = read_postgres(args.wallet, table=table, query=args.wallet_query)
+        return _explained(rows, args.wallet)
     if args.wallet_table or args.wallet_query:
         raise WalletFormatError("--wallet-table and --wallet-query need a postgresql:// wallet")
     path = Path(args.wallet)
     if not path.is_file():
         raise WalletFormatError(f"no wallet log at {path}: give a .csv or .jsonl file")
     return path
+
+
+async def _explained(
+    rows: AsyncIterator[list[WalletRow | BadRow]], url: str
+) -> AsyncIterator[list[WalletRow | BadRow]]:
+    """The wallet's rows; failing to reach its database names --wallet, not the ledger."""
+    with reaching(ledger=url, ledger_setting="--wallet"):
+        async for chunk in rows:
+            yield chunk
 
 
 async def _reconcile(args: argparse.Namespace) -> Summary:

@@ -76,7 +76,10 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Redrive and list what was done; 2 when the broker or ledger cannot be reached."""
     broker = args.amqp or settings().amqp_url
-    with reaching(broker=broker):
+    with reaching(
+        broker=broker,
+        broker_setting="--amqp" if args.amqp else "CROUPIER_AMQP_URL or --amqp",
+    ):
         if args.results:
             listed = asyncio.run(_redrive_results(ledger_of(args), broker, args))
         else:

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from croupier.console import add_json_argument, output_file
-from croupier.errors import CommandError
+from croupier.errors import CommandError, reaching
 from croupier.progress import Progress
 from floor.commands import studio_options
 from studio.cli import add_simulate_arguments, run_simulate
@@ -32,7 +32,10 @@ def run(args: argparse.Namespace) -> int:
             output_file(str(args.out))
         except argparse.ArgumentTypeError as error:
             raise CommandError(f"--out: {error}", "name a file in a folder that exists") from None
-    with studio_options("croupier simulate"):
+    with (
+        studio_options("croupier simulate"),
+        reaching(broker=args.amqp or "", broker_setting="--amqp"),
+    ):
         return run_simulate(args, _with_progress)
 
 
