@@ -155,3 +155,30 @@ async def test_without_read_models_the_check_says_so(
         await settle(ledger, [shared_round()])
     code, out = await verify(url, capsys)
     assert code == 1 and "croupier project" in out
+
+
+async def test_a_projector_committing_during_the_check_is_not_a_finding(ledger_url: str) -> None:
+    """Rows the projector adds while the check reads are neither missing nor unexpected."""
+    async with open_ledger(ledger_url) as ledger:
+        more = [simple_round(TABLE_CH, f"r-busy-{n}", f"p{n % 7}") for n in range(60)]
+        await settle(ledger, more)
+        projector = Projector(ledger, read_models_of(ledger), load_projections(CHECKED), batch=40)
+        moved: list[int] = []
+        following = asyncio.create_task(
+            projector.catch_up(on_progress=lambda p: moved.append(p.position))
+        )
+        reports = []
+        while not following.done():
+            reports.append(
+                await check_read_models(ledger, read_models_of(ledger), load_projections(CHECKED))
+            )
+        await following
+        reports.append(
+            await check_read_models(ledger, read_models_of(ledger), load_projections(CHECKED))
+        )
+        async with read_models_of(ledger).session() as session:
+            [(recalls,)] = await session.fetch("SELECT count(*) FROM history_recalls")
+    assert len(moved) > 5 and len(reports) >= 2
+    for report in reports:
+        assert report.ok, [d.line() for d in report.differences] + report.problems
+    assert reports[-1].compared["history_recalls"] == recalls > 60  # every row, once done
