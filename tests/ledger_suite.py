@@ -31,7 +31,7 @@ from croupier.ledger import (
     open_ledger,
 )
 from croupier.ledger.chain import GENESIS_HASH, format_timestamp, row_hash
-from croupier.ledger.keyring import KeyEntry, Keyring
+from croupier.ledger.keyring import KEYS_STREAM, KeyEntry, Keyring, handover
 from croupier.ledger.signing import LedgerKey
 
 _keys = itertools.count(1)
@@ -700,6 +700,32 @@ class LedgerSuite:
         assert [p.position for p in heads] == [top + 2]
         assert f"another key ({rogue.public.key_id}), not in the keyring" in heads[0].detail
         assert report.rows("outbox_marks", "forged")
+
+    async def test_a_handover_to_a_rogue_key_vouches_for_nothing(self, ledger_url: str) -> None:
+        rotated = await self.rotated(ledger_url)
+        rogue = LedgerKey.generate()
+        async with open_ledger(ledger_url, rogue) as theirs:
+            # Croupier's own code forced to append "the third key hands over to mine",
+            # signed with their key, and rows under it.
+            head = await theirs.read_all(rotated.second + 1, 1)
+            theirs.trust.head = (head[0].position, head[0].hash)
+            forged = handover(rotated.three.public, rogue.public)
+            await theirs.append([StreamAppend(KEYS_STREAM, None, [forged])])
+            await theirs.append([append("rogue", 0, 2)])
+        top = rotated.second + 2
+        three = rotated.three.public.key_id
+        async with open_ledger(ledger_url, rotated.three, rotated.keyring) as ours:
+            with pytest.raises(HeadNotSigned, match=rogue.public.key_id):
+                await ours.check_signing()
+        async with open_ledger(ledger_url) as auditor:
+            for keyring in (rotated.keyring, Keyring.of(rotated.one.public)):
+                report = await auditor.verify(keyring=keyring)
+                assert report.unsigned == [top + 1, top + 2, top + 3]
+                heads = [(p.kind, p.position) for p in report.problems if p.table == "ledger_heads"]
+                assert heads == [("missing", top + 1), ("forged", top + 1), ("forged", top + 3)]
+                named = " ".join(p.detail for p in report.problems)
+                assert f"another key ({rogue.public.key_id}), not in the keyring" in named
+                assert f"key {three}'s turn {rotated.second + 1}..{top + 1} ends here" in named
 
     async def test_a_revoked_key_is_refused_and_named(self, ledger_url: str) -> None:
         rotated = await self.rotated(ledger_url)

@@ -31,4 +31,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"signing key (service only, mode 0600): {private}")
     print(f"public key (for `croupier verify --public-key`): {public}")
     print(f"for the service: CROUPIER_LEDGER_SIGNING_KEY={private}")
+    print(
+        "for a ledger another key signs now: hand it over first with "
+        f"`croupier rotate-key --to {public}` (docs/keys.md)"
+    )
     return 0
