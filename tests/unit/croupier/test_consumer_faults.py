@@ -1,5 +1,6 @@
 """The consumer tells a transient fault from a bad message by the ledger port's own error
-types: a ledger out of reach is retried, never quarantined."""
+types: a ledger out of reach, or a head its key may not append after, is retried, never
+quarantined."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import pytest
 
 from croupier.consumer import is_transient
 from croupier.facts import Fact
-from croupier.ledger import LedgerError, StreamAppend, open_ledger
+from croupier.ledger import HeadNotSigned, LedgerError, StreamAppend, open_ledger
+from croupier.ledger.signing import LedgerKey
 
 
 async def test_a_ledger_out_of_reach_is_a_fault_to_retry(tmp_path: Path) -> None:
@@ -24,3 +26,18 @@ async def test_a_ledger_out_of_reach_is_a_fault_to_retry(tmp_path: Path) -> None
 
 def test_a_permanent_fault_is_not_retried() -> None:
     assert not is_transient(ValueError("a message settlement fails on"))
+
+
+async def test_a_key_that_handed_the_ledger_over_is_retried_not_quarantined(
+    tmp_path: Path,
+) -> None:
+    old, new = LedgerKey.generate(), LedgerKey.generate()
+    async with open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}", old) as ledger:
+        await ledger.migrate()
+        await ledger.append([StreamAppend("s", 0, [Fact("t", {"n": 1}, "k1")])])
+        await ledger.rotate_key(new.public)
+        with pytest.raises(HeadNotSigned) as raised:
+            await ledger.append([StreamAppend("s", 1, [Fact("t", {"n": 2}, "k2")])])
+    # No message is at fault: nothing is quarantined, nothing acknowledged, until the
+    # service runs with a key that may append.
+    assert is_transient(raised.value)

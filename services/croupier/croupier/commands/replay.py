@@ -20,7 +20,7 @@ from croupier.console import (
     signing_keyring,
 )
 from croupier.errors import CommandError
-from croupier.ledger import HeadNotSigned
+from croupier.ledger import HeadNotSigned, Ledger
 from croupier.progress import Progress
 from croupier.replay import ReplaySummary, replay
 
@@ -61,15 +61,21 @@ async def _replay(feed: Path, url: str, out: Path, rejected: Path) -> ReplaySumm
         await ledger.migrate()
         try:
             await ledger.check_signing()
-        except HeadNotSigned as error:
+            return await _settle(ledger, feed, total, out, rejected)
+        except HeadNotSigned as error:  # at the start, or someone else appended meanwhile
             raise CommandError(str(error)) from None
-        with (
-            feed.open("rb") as lines,
-            out.open("w") as results,
-            rejected.open("w") as rejections,
-            Progress("replay", "events", total) as progress,
-        ):
-            return await replay(progress.track(lines), ledger, results, rejections)
+
+
+async def _settle(
+    ledger: Ledger, feed: Path, total: int, out: Path, rejected: Path
+) -> ReplaySummary:
+    with (
+        feed.open("rb") as lines,
+        out.open("w") as results,
+        rejected.open("w") as rejections,
+        Progress("replay", "events", total) as progress,
+    ):
+        return await replay(progress.track(lines), ledger, results, rejections)
 
 
 def _count_lines(feed: Path, chunk: int = 1 << 20) -> int:

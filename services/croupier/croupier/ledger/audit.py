@@ -64,6 +64,8 @@ HeadPage = Callable[[int, int], Awaitable[list[HeadRow]]]
 MarkPage = Callable[[int, int], Awaitable[list[MarkRow]]]
 MarkerPage = Callable[[tuple[int, str], int], Awaitable[list[tuple[int, str]]]]
 Positions = Callable[[Sequence[str]], Awaitable[dict[str, int]]]
+#: Message ids whose positions one look-up reads at most (marks of a revoked key).
+POSITIONS_READ: Final = 10_000
 #: Notes kept by one walk (set-aside rows listed); the rest are counted.
 NOTES_KEPT: Final = 10_000
 
@@ -168,26 +170,21 @@ class Audit:
         whose key is revoked at the message's position)."""
         assert self.keyring is not None
         valid: set[int] = set()
-        revoked: dict[int, int] = {}  # mark: the position its key is revoked from
         after = 0
         while rows := await marks(after, size):
+            revoked: list[tuple[MarkRow, int]] = []  # marks of a revoked key, and since when
             for row in rows:
                 why = self.keyring.mark_problem(row.key_id, row.message_ids, row.signature)
                 if why is None:
                     valid.add(row.mark)
                     entry = self.keyring.get(row.key_id)
                     if entry is not None and entry.revoked_from is not None:
-                        revoked[row.mark] = entry.revoked_from
+                        revoked.append((row, entry.revoked_from))
                 else:
                     self._flag("outbox_marks", "forged", 0, f"mark {row.mark}", why)
+            if revoked:
+                await self._revoked_markers(revoked, positions)
             after = rows[-1].mark
-        for mark, since in revoked.items():
-            ids = await _ids(marks, mark)
-            for message_id, position in (await positions(sorted(ids))).items():
-                if position >= since:
-                    why = f"its mark's key is revoked from position {since}"
-                    name = f"message_id {message_id} mark {mark}"
-                    self._flag("outbox_published", "forged", position, name, why)
         # Markers come ordered by mark: one mark's ids are held at a time.
         current: tuple[int, frozenset[str]] = (-2, frozenset())
         cursor = (-(2**63), "")
@@ -200,6 +197,32 @@ class Audit:
                     name = f"message_id {message_id} mark {mark if mark >= 0 else 'none'}"
                     self._flag("outbox_published", "forged", 0, name, why)
             cursor = page[-1]
+
+    async def _revoked_markers(
+        self, marks: Sequence[tuple[MarkRow, int]], positions: Positions
+    ) -> None:
+        """Flag what marks of a revoked key say of messages at or above its revocation (the
+        messages' positions looked up ``POSITIONS_READ`` at a time)."""
+        group: list[tuple[MarkRow, int]] = []
+        ids = 0
+        for index, (row, since) in enumerate(marks):
+            group.append((row, since))
+            ids += len(row.message_ids)
+            if index + 1 == len(marks) or ids >= POSITIONS_READ:
+                await self._flag_revoked(group, positions)
+                group, ids = [], 0
+
+    async def _flag_revoked(
+        self, marks: Sequence[tuple[MarkRow, int]], positions: Positions
+    ) -> None:
+        at = await positions(sorted({i for row, _ in marks for i in row.message_ids}))
+        for row, since in marks:
+            for message_id in row.message_ids:
+                position = at.get(message_id)
+                if position is not None and position >= since:
+                    why = f"its mark's key is revoked from position {since}"
+                    name = f"message_id {message_id} mark {row.mark}"
+                    self._flag("outbox_published", "forged", position, name, why)
 
     async def set_aside(self, page: AsidePage, size: int) -> None:
         """Flag set-aside rows this key did not sign; note the others (the first
