@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from history_browser import ARTIFACTS, browser_fixture  # noqa: F401  (the fixture)
 from history_rounds import TABLE_CH, TABLE_THP, boxes_round, settle, shared_round
-from history_web import COMPLIANCE_KEY, SUPPORT_KEY, authenticator
+from history_web import COMPLIANCE_KEY, SUPPORT_KEY, authenticator, player_token
 from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -173,3 +173,19 @@ async def test_support_signs_in_and_opens_a_round_by_its_ids(site: str, browser:
     )
     assert widths[0] <= widths[1]  # a phone's width: nothing wider than the screen
     assert whole_page(browser, "staff-round-support").stat().st_size > 0
+
+
+async def test_the_players_round_page_says_how_to_have_the_round_checked(
+    site: str, browser: WebDriver
+) -> None:
+    browser.delete_all_cookies()
+    await load(browser, f"{site}/history/rounds/{TABLE_CH}/r-shared?token={player_token('p1')}")
+    text = browser.find_element(By.TAG_NAME, "main").text
+    assert "give support the round ID and this reference" in text
+    assert "croupier verify --read-models" in text
+    assert "p2" not in text and "position 10" not in text  # nothing of the other player
+    widths = browser.execute_script(
+        "return [document.documentElement.scrollWidth, window.innerWidth]"
+    )
+    assert widths[0] <= widths[1]
+    assert whole_page(browser, "player-round-check").stat().st_size > 0
