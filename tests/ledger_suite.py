@@ -756,15 +756,22 @@ class LedgerSuite:
 
     async def test_an_adopted_head_is_refused_and_named(self, ledger_url: str) -> None:
         rotated = await self.rotated(ledger_url)
+        top = rotated.second + 2
         await self.tamper(ledger_url, "DELETE FROM ledger_heads")  # the owner's hand
         async with open_ledger(ledger_url, rotated.three, rotated.keyring) as ours:
             with pytest.raises(HeadNotSigned, match="signed heads were removed"):
                 await ours.check_signing()
             with pytest.raises(HeadNotSigned, match="not adopted"):
                 await ours.append([append("f", 0, 1)])
-        # Forced (the new key alone, no keyring): its first head vouches for everything.
-        async with open_ledger(ledger_url, rotated.three) as adopting:
-            await adopting.append([append("f", 0, 1)])
+        # Without the keyring the chain's handovers still say heads were removed.
+        async with open_ledger(ledger_url, rotated.three) as alone:
+            with pytest.raises(HeadNotSigned, match="the chain holds key handovers"):
+                await alone.check_signing()
+            with pytest.raises(HeadNotSigned, match="the chain holds key handovers"):
+                await alone.append([append("f", 0, 1)])
+            # Forced: its first head vouches for everything below it.
+            alone.trust.head = (top, (await alone.read_all(top - 1, 1))[0].hash)
+            await alone.append([append("f", 0, 1)])
         one, two, _ = rotated.ids()
         async with open_ledger(ledger_url) as auditor:
             for keyring in (

@@ -595,8 +595,11 @@ class Ledger(ABC):
             (row,) = await self._chain_page(last - 1, 1)
             heads = await self._heads_at(last)
             any_heads = bool(heads) or await self.signed()
+            handed_over = not any_heads and bool(await self.read_stream(KEYS_STREAM))
             event = (row.type, row.data)
-            why = self.trust.accept_head((row.position, row.hash), heads, any_heads, event)
+            why = self.trust.accept_head(
+                (row.position, row.hash), heads, any_heads, event, handed_over
+            )
             why = why or self.trust.may_sign(last + 1)
         if why:
             raise HeadNotSigned(last, None, why)

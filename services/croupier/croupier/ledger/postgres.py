@@ -56,7 +56,7 @@ from croupier.ledger.batch import (
     recorded,
 )
 from croupier.ledger.chain import GENESIS_HASH, ChainRow, format_timestamp
-from croupier.ledger.keyring import Keyring
+from croupier.ledger.keyring import KEYS_STREAM, Keyring
 from croupier.ledger.migrate import migrations
 from croupier.ledger.outbox import OutboxRow, PublishedFloor, SetAsideRow
 from croupier.ledger.signing import LedgerKey
@@ -263,8 +263,13 @@ class PostgresLedger(Ledger):
                 "SELECT type, data::text FROM events WHERE position = $1", head[0]
             )
             assert event is not None  # the head's own row
+            handed_over = not any_heads and bool(
+                await conn.fetchval(
+                    "SELECT EXISTS (SELECT FROM events WHERE stream = $1)", KEYS_STREAM
+                )
+            )
             why = self.trust.accept_head(
-                head, [HeadRow(*r) for r in rows], any_heads, (event[0], event[1])
+                head, [HeadRow(*r) for r in rows], any_heads, (event[0], event[1]), handed_over
             )
         why = why or self.trust.may_sign(first) or self.trust.may_sign(last)
         if why:

@@ -42,7 +42,7 @@ from croupier.ledger.batch import (
     recorded,
 )
 from croupier.ledger.chain import GENESIS_HASH, ChainRow
-from croupier.ledger.keyring import Keyring
+from croupier.ledger.keyring import KEYS_STREAM, Keyring
 from croupier.ledger.migrate import migrations, split_sqlite_script
 from croupier.ledger.outbox import OutboxRow, PublishedFloor, SetAsideRow
 from croupier.ledger.signing import LedgerKey
@@ -389,11 +389,19 @@ def _check_head(
         )
         event = conn.execute("SELECT type, data FROM events WHERE position = ?", (head[0],))
         type_, data = event.fetchone()
-        why = trust.accept_head(head, [HeadRow(*r) for r in rows], bool(any_heads), (type_, data))
+        handed_over = not any_heads and bool(
+            conn.execute(_HANDED_OVER, (KEYS_STREAM,)).fetchone()[0]
+        )
+        why = trust.accept_head(
+            head, [HeadRow(*r) for r in rows], bool(any_heads), (type_, data), handed_over
+        )
     why = why or trust.may_sign(first) or trust.may_sign(last)
     if why:
         signed = conn.execute("SELECT coalesce(max(position), 0) FROM ledger_heads").fetchone()[0]
         raise HeadNotSigned(head[0], int(signed), why)
+
+
+_HANDED_OVER = "SELECT EXISTS (SELECT 1 FROM events WHERE stream = ?)"
 
 
 def _outbox_row(row: Sequence[Any]) -> OutboxRow:

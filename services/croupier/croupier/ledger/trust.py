@@ -124,14 +124,15 @@ class Trust:
         rows_at_head: Sequence[HeadRow],
         any_heads: bool,
         event: tuple[str, str] | None = None,
+        handed_over: bool = False,
     ) -> str | None:
         """Why appending after ``head`` is not safe, or None: a key of the keyring signed
         it and it hands nothing over to another key, or nothing is signed at all.
 
         ``event`` is (type, data) of the row at the head. A ledger with rows but no signed
         head at all is adopted (its first signature then vouches for the rows before it;
-        logged), unless the keyring says other keys signed before: then its heads were
-        removed.
+        logged), unless the keyring says other keys signed before, or the chain holds a
+        key handover (``handed_over``): then its heads were removed.
         """
         if head == self.head or head[0] == 0:
             return None
@@ -149,6 +150,11 @@ class Trust:
                     f"no head is signed at all, yet the keyring says key {earlier.key_id} "
                     f"signs positions {earlier.span()}: signed heads were removed, and the "
                     "ledger is not adopted"
+                )
+            if handed_over:
+                return (
+                    "no head is signed at all, yet the chain holds key handovers: signed "
+                    "heads were removed, and the ledger is not adopted"
                 )
             log.warning("signing a ledger that has no signed head yet", head_position=head[0])
             return None
