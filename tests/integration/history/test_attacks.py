@@ -344,3 +344,29 @@ async def test_staff_open_a_round_by_its_ids_once_signed_in(browser: httpx.Async
     assert opened.headers["location"] == f"/history/rounds/{TABLE_CH}/r-shared"
     bad = await browser.get("/staff/open?table=x%00&round=r")
     assert secured(bad).status_code == 400
+
+
+async def test_guessing_staff_keys_in_the_header_is_limited_too(web: Web) -> None:
+    limiter = SignInLimiter(per_address=3, overall=100, window=3600)
+    sign_in = StaffSignIn(authenticator(), limiter=limiter)
+    app = create_app(web.store, authenticator(), staff_sign_in=sign_in)
+
+    def client(address: str) -> httpx.AsyncClient:
+        transport = httpx.ASGITransport(app=app, client=(address, 1234))
+        return httpx.AsyncClient(transport=transport, base_url="http://web")
+
+    path = f"/v1/tables/{TABLE_CH}/rounds"
+    async with client("203.0.113.9") as guesser, client("203.0.113.10") as desk:
+        right = [await guesser.get(path, headers={"X-Staff-Key": SUPPORT_KEY}) for _ in range(5)]
+        assert [r.status_code for r in right] == [200] * 5  # right keys take nothing
+        guesses = [await guesser.get(path, headers={"X-Staff-Key": f"guess-{n}"}) for n in range(4)]
+        assert [g.status_code for g in guesses] == [401, 401, 401, 429]
+        with capture_logs() as logs:
+            limited = await guesser.get(path, headers={"X-Staff-Key": SUPPORT_KEY})
+        assert secured(limited).status_code == 429 and int(limited.headers["Retry-After"]) > 0
+        assert [e["outcome"] for e in logs if e["event"] == "staff sign-in"] == ["limited"]
+        page = await guesser.get(
+            f"/history/rounds/{TABLE_CH}/r-shared", headers={"X-Staff-Key": SUPPORT_KEY}
+        )
+        assert secured(page).status_code == 429
+        assert (await desk.get(path, headers={"X-Staff-Key": SUPPORT_KEY})).status_code == 200

@@ -71,6 +71,7 @@ from croupier.history.staff import (
     SESSION_COOKIE,
     SignInRefused,
     StaffSignIn,
+    TooManyAttempts,
     new_form_token,
 )
 from croupier.history.store import MAX_PAGE, BadCursor, Cursor, HistoryStore, StoredRound
@@ -112,7 +113,7 @@ async def _api_viewer(request: Request) -> Viewer:
     headers = request.headers
     staff_key = headers.get("x-staff-key")
     if staff_key is not None:
-        return auth.staff(staff_key)
+        return _staff_by_key(request, staff_key)
     scheme, _, credentials = (headers.get("authorization") or "").partition(" ")
     return auth.player(credentials if scheme.lower() == "bearer" else None)
 
@@ -138,6 +139,11 @@ class SecurityHeaders:
             await send(message)
 
         await self.app(scope, receive, sending)
+
+
+def _staff_by_key(request: Request, key: str) -> Viewer:
+    sign_in: StaffSignIn = request.app.state.sign_in
+    return sign_in.with_header(key, request.client.host if request.client else "unknown")
 
 
 class NotFound(Exception):
@@ -182,6 +188,16 @@ def create_app(
     sign_in = staff_sign_in or StaffSignIn(auth)
 
     app.state.auth = auth
+    app.state.sign_in = sign_in
+
+    @app.exception_handler(TooManyAttempts)
+    async def too_many(request: Request, error: TooManyAttempts) -> Response:
+        retry = {"Retry-After": str(max(1, round(error.wait)))}
+        if request.url.path.startswith("/history"):
+            response = _page(templates, request, "error.html", 429, title="Wait", error=error)
+            response.headers.update(retry)
+            return response
+        return JSONResponse({"detail": str(error)}, 429, headers=retry)
 
     @app.exception_handler(Unauthorized)
     async def unauthorized(request: Request, error: Unauthorized) -> Response:
@@ -325,7 +341,7 @@ def create_app(
     ) -> Response:
         session = request.cookies.get(SESSION_COOKIE)
         if staff_key is not None:
-            viewer = auth.staff(staff_key)
+            viewer = _staff_by_key(request, staff_key)
         elif token is not None:
             viewer = auth.player(token)
         else:  # a link without a player's token: a member of staff opening a round

@@ -23,9 +23,11 @@ Attempts
     Every attempt is logged (``croupier.web``: outcome, staff name, client address, never
     the key) and limited: :data:`PER_ADDRESS` attempts per client address and
     :data:`OVERALL` in all, each refilled over :data:`WINDOW_SECONDS` (token buckets), then
-    429 with ``Retry-After``. At most :data:`TRACKED_ADDRESSES` addresses are remembered
-    (least recently seen dropped), so memory stays bounded whatever the sender. Limits are
-    per process (``--workers N`` allows N times as many).
+    429 with ``Retry-After``. A wrong ``X-Staff-Key`` header counts as an attempt too (a
+    right one does not), and over the limit no header key is looked at. At most
+    :data:`TRACKED_ADDRESSES` addresses are remembered (least recently seen dropped), so
+    memory stays bounded whatever the sender. Limits are per process (``--workers N``
+    allows N times as many).
 SSO
     With ``CROUPIER_STAFF_SSO_PUBLIC_KEY`` set, the form also takes the operator's
     single-sign-on token: a JWT (RS256, ES256 or EdDSA) with ``sub`` (the staff member),
@@ -48,6 +50,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 import jwt
+import structlog
 
 from croupier.history.auth import (
     ASYMMETRIC,
@@ -68,6 +71,15 @@ TRACKED_ADDRESSES: Final = 10_000
 MAX_FORM_BYTES: Final = 8192
 DEFAULT_SSO_AUDIENCE: Final = "croupier-staff"
 _NAME: Final = re.compile(r"[^\x00-\x1f\x7f]{1,128}")
+log = structlog.get_logger("croupier.web")
+
+
+class TooManyAttempts(Exception):
+    """Sign-in attempts over the limit (HTTP 429): try again in ``wait`` seconds."""
+
+    def __init__(self, wait: float) -> None:
+        super().__init__("too many sign-in attempts: wait")
+        self.wait = wait
 
 
 class SignInRefused(Exception):
@@ -114,6 +126,15 @@ class SignInLimiter:
         mine.tokens -= 1
         self._all.tokens -= 1
         return 0.0
+
+    def wait(self, address: str) -> float:
+        """Seconds until ``address`` may try again (0: now), taking nothing."""
+        now = self.clock()
+        mine = self._addresses.get(address)
+        waits = [self._wait(mine, self.per_address, now) if mine else 0.0]
+        if self._all is not None:
+            waits.append(self._wait(self._all, self.overall, now))
+        return max(waits)
 
     def _wait(self, bucket: _Bucket, capacity: int, now: float) -> float:
         rate = capacity / self.window
@@ -165,6 +186,20 @@ class StaffSignIn:
             raise Unauthorized("the sign-on token names no staff role")
         viewer = Viewer(role=role, staff_name=name, grants=self.auth.grants[role])
         return viewer, self._session(viewer, "sso")
+
+    def with_header(self, key: str, client: str) -> Viewer:
+        """The staff member an ``X-Staff-Key`` header names. Wrong keys count as sign-in
+        attempts of ``client`` (right ones do not), and over the limit no key is looked at."""
+        wait = self.limiter.wait(client)
+        if wait > 0:
+            log.warning("staff sign-in", outcome="limited", client=client, via="header")
+            raise TooManyAttempts(wait)
+        try:
+            return self.auth.staff(key)
+        except Unauthorized as error:
+            self.limiter.attempt(client)
+            log.warning("staff sign-in", outcome="refused", client=client, via="header")
+            raise error from None
 
     def viewer(self, cookie: str | None) -> Viewer:
         """The staff member a session cookie names; :class:`Unauthorized` otherwise."""
