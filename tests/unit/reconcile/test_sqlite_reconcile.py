@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
+import pty
+import re
+import subprocess
+import sys
+import time
+import tty
 from pathlib import Path
 
 import pytest
-from reconcile_suite import HoldSuite, ReconcileSuite
+from reconcile_suite import HoldSuite, ReconcileSuite, feed, settle_feed, write_wallet
+
+from croupier.progress import UPDATE_EVERY
 
 
 class TestSqliteHold(HoldSuite):
@@ -18,3 +28,56 @@ class TestSqliteReconcile(ReconcileSuite):
     @pytest.fixture
     def ledger_url(self, tmp_path: Path) -> str:
         return f"sqlite:///{tmp_path / 'ledger.db'}"
+
+
+async def test_progress_is_live_on_a_terminal_a_few_times_a_second_and_quiet_off_one(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    settled = await settle_feed(url, feed(rounds=40))
+    wallet = tmp_path / "wallet.csv"
+    write_wallet(settled, wallet)
+    header, *lines = wallet.read_text().splitlines()
+    with wallet.open("w") as out:  # long enough to take a few seconds
+        out.write(header + "\n")
+        for copy in range(20):
+            out.writelines(f"c{copy}-{line}\n" for line in lines)
+    command = [sys.executable, "-m", "croupier.cli", "reconcile", "--ledger", url]
+    command += ["--wallet", str(wallet)]
+
+    on_terminal, elapsed = await asyncio.to_thread(_run_with_stderr_on_a_terminal, command)
+    live = re.findall(r"\r(reconcile: [^\r\n]*, [\d,]+/s[^\r\n]*)", on_terminal)
+    assert any(status.startswith("reconcile: wallet rows: ") for status in live), on_terminal
+    assert len(live) <= elapsed / UPDATE_EVERY + 1
+    assert re.search(r"reconcile: wallet rows: [\d,]+ rows in ", on_terminal)
+    assert "reconcile: comparing: 1" in on_terminal  # the steps are counted
+
+    piped = subprocess.run(command, capture_output=True, text=True, check=False)
+    assert piped.returncode == 1  # the copies are debited again
+    assert "\r" not in piped.stderr and "\r" not in piped.stdout
+    assert "reconcile: wallet rows: " in piped.stderr and "result " in piped.stdout
+    assert "... (all of them" in piped.stdout and "Traceback" not in piped.stderr
+
+
+def _run_with_stderr_on_a_terminal(command: list[str]) -> tuple[str, float]:
+    """What ``command`` wrote to stderr, a terminal (stdout a pipe), and how long it ran."""
+    leader, follower = pty.openpty()
+    tty.setraw(follower)  # no newline translation: "\r" is the program's own
+    start = time.monotonic()
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=follower)
+    os.close(follower)
+    written = bytearray()
+    while True:
+        try:
+            block = os.read(leader, 65536)
+        except OSError:  # the terminal's other end is closed
+            break
+        if not block:
+            break
+        written += block
+    assert process.stdout is not None
+    out = process.stdout.read()
+    assert process.wait() == 1, out
+    elapsed = time.monotonic() - start
+    os.close(leader)
+    return written.decode(), elapsed

@@ -94,6 +94,12 @@ def test_csv_and_jsonl_report_bad_lines_by_number(tmp_path: Path) -> None:
     assert [r.line for r in rows] == [1, 3, 4, 5]
 
 
+def test_a_kind_that_is_no_text_is_a_bad_row() -> None:
+    for kind in (["debit"], {"debit": 1}, 1, None):
+        checked = check_row(4, {**DEBIT, "kind": kind})
+        assert isinstance(checked, BadRow) and checked.reason.startswith("kind must be one of")
+
+
 def test_a_file_that_is_no_wallet_log_is_refused(tmp_path: Path) -> None:
     for name, text in (("w.txt", "x"), ("w.csv", ""), ("w.csv", "a,b\n1,2\n")):
         path = tmp_path / name

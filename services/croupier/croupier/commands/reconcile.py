@@ -13,6 +13,7 @@ import sys
 from collections.abc import AsyncIterator
 from datetime import datetime
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 from croupier.console import (
@@ -28,7 +29,14 @@ from croupier.errors import CommandError, ExitCode, reaching
 from croupier.ledger import LedgerError
 from croupier.progress import Progress
 from croupier.projection import ProjectionError, open_store
-from croupier.reconcile import PeriodError, Reconciliation, Summary, resolve_period
+from croupier.projection.projector import Progress as CatchUp
+from croupier.reconcile import (
+    COMPARE_STEPS,
+    PeriodError,
+    Reconciliation,
+    Summary,
+    resolve_period,
+)
 from croupier.reconcile.report import write_csv, write_human, write_json
 from croupier.reconcile.wallet import (
     BadRow,
@@ -138,18 +146,21 @@ async def _reconcile(args: argparse.Namespace) -> Summary:
     wallet = _wallet_source(args)
     async with ledger_at(url) as ledger:
         with reaching(ledger=url):
-            head = await Reconciliation.prepare_ledger(ledger)
+            with _CatchingUp() as catching_up:
+                head = await Reconciliation.prepare_ledger(ledger, catching_up.report)
             period = await resolve_period(
                 ledger, head, positions=args.positions, start=args.start, end=args.end
             )
             async with open_store(ledger).session() as session:
                 summary = Summary(period, args.lag)
                 reconciliation = Reconciliation(session, summary)
-                with Progress("wallet rows", "rows", stream=sys.stderr) as progress:
+                with _progress("reconcile: wallet rows", "rows") as progress:
                     if isinstance(wallet, Path):
-                        await reconciliation.run_file(wallet, progress.advance)
+                        await reconciliation.stage_file(wallet, progress.advance)
                     else:
-                        await reconciliation.run(wallet, progress.advance)
+                        await reconciliation.stage(wallet, progress.advance)
+                with _progress("reconcile: comparing", "steps", COMPARE_STEPS) as progress:
+                    await reconciliation.compare(progress.advance)
                 if args.csv is not None:
                     await write_csv(args.csv, reconciliation)
                 if args.json:
@@ -164,3 +175,41 @@ async def _reconcile(args: argparse.Namespace) -> Summary:
                         verify=f"{program()} verify{on_ledger}",
                     )
                 return summary
+
+
+def _progress(what: str, unit: str, total: int | None = None) -> Progress:
+    """Progress on stderr, live (a few times a second) when stderr is a terminal: what the
+    command prints comes after it, so it may go to stdout whatever that is."""
+    return Progress(what, unit, total, stream=sys.stderr, live=_live())
+
+
+def _live() -> bool:
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+class _CatchingUp:
+    """Progress of the read model's catch-up, shown only when there is one."""
+
+    def __init__(self) -> None:
+        self.progress: Progress | None = None
+
+    def report(self, where: CatchUp) -> None:
+        if self.progress is None:
+            total = where.target - (where.position - where.events)
+            self.progress = _progress("reconcile: read model", "events", total)
+        self.progress.advance(where.events - self.progress.done)
+
+    def __enter__(self) -> _CatchingUp:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self.progress is not None:
+            self.progress.__exit__(exc_type, exc, tb)

@@ -39,7 +39,7 @@ one projection runs on both databases. Register a module in
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterable, AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
@@ -221,7 +221,7 @@ class Session(ABC):
     @abstractmethod
     def stream(
         self, sql: str, params: Sequence[Any] = (), page: int = 5000
-    ) -> AsyncIterator[list[tuple[Any, ...]]]:
+    ) -> AsyncGenerator[list[tuple[Any, ...]], None]:
         """A query's rows page by page, never all in memory."""
 
 

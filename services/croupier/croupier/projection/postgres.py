@@ -10,7 +10,7 @@ so a projector running as ``croupier_projector`` follows read models an owner se
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -188,7 +188,7 @@ class PostgresSession(Session):
 
     async def stream(
         self, sql: str, params: Sequence[Any] = (), page: int = 5000
-    ) -> AsyncIterator[list[tuple[Any, ...]]]:
+    ) -> AsyncGenerator[list[tuple[Any, ...]], None]:
         async with self._conn.transaction():
             cursor = await self._conn.cursor(numbered(sql), *params, timeout=SESSION_TIMEOUT)
             while rows := await cursor.fetch(page, timeout=SESSION_TIMEOUT):

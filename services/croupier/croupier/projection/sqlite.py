@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
@@ -117,7 +117,7 @@ class SqliteSession(Session):
 
     async def stream(
         self, sql: str, params: Sequence[Any] = (), page: int = 5000
-    ) -> AsyncIterator[list[tuple[Any, ...]]]:
+    ) -> AsyncGenerator[list[tuple[Any, ...]], None]:
         cursor: sqlite3.Cursor = await self._run(lambda conn: conn.execute(sql, params))
         try:
             while rows := await self._run(lambda _: cursor.fetchmany(page)):

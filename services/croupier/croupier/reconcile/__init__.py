@@ -63,7 +63,8 @@ next run's answer.
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -79,6 +80,7 @@ from croupier.reconcile.contract import Discrepancy, Kind
 from croupier.reconcile.wallet import BadRow, WalletRow, file_chunks
 
 __all__ = [
+    "COMPARE_STEPS",
     "KINDS",
     "Discrepancy",
     "Period",
@@ -211,11 +213,14 @@ def _shift(moment: str, seconds: int) -> str:
 
 
 class Reconciliation:
-    """One comparison on one database session; build with :meth:`run` or :meth:`run_file`."""
+    """One comparison on one database session: stage the wallet rows (:meth:`stage`,
+    :meth:`stage_file`), then :meth:`compare`; or both at once with :meth:`run` or
+    :meth:`run_file`."""
 
     def __init__(self, session: Session, summary: Summary) -> None:
         self.session = session
         self.summary = summary
+        self._staging = False
 
     @classmethod
     async def prepare_ledger(
@@ -234,39 +239,51 @@ class Reconciliation:
         on_staged: Callable[[int], None] | None = None,
     ) -> Summary:
         """Stage the wallet rows (chunk by chunk), compare, and fill in the summary."""
-        await self.session.execute(_STAGING)
-        await self._stage_chunks(chunks, on_staged)
-        return await self._finish()
+        await self.stage(chunks, on_staged)
+        return await self.compare()
 
     async def run_file(self, path: Path, on_staged: Callable[[int], None] | None = None) -> Summary:
-        """:meth:`run` on a wallet log file: where the database can load a CSV itself
-        (:func:`croupier.reconcile.bulk.copy_csv`), it does, and only the rows it cannot
-        vouch for are checked here, one by one."""
-        await self.session.execute(_STAGING)
-        loaded = await copy_csv(self.session, path, "wallet_tx")
-        if loaded is None:
-            await self._stage_chunks(file_chunks(path), on_staged)
-        else:
-            self.summary.wallet_rows += loaded.staged
-            if on_staged is not None:
-                on_staged(loaded.staged)
-            await self._stage_chunks(loaded.leftovers, on_staged)
-        return await self._finish()
+        """:meth:`run` on a wallet log file."""
+        await self.stage_file(path, on_staged)
+        return await self.compare()
 
-    async def _stage_chunks(
+    async def stage(
         self,
         chunks: AsyncIterator[Sequence[WalletRow | BadRow]],
-        on_staged: Callable[[int], None] | None,
+        on_staged: Callable[[int], None] | None = None,
     ) -> None:
+        """Stage wallet rows, chunk by chunk; ``on_staged(n)`` after each chunk."""
+        await self._create_staging()
         async for chunk in chunks:
             await self._stage(chunk)
             if on_staged is not None:
                 on_staged(len(chunk))
 
-    async def _finish(self) -> Summary:
-        await self._compare()
-        await self._summarise()
+    async def stage_file(self, path: Path, on_staged: Callable[[int], None] | None = None) -> None:
+        """Stage a wallet log file: where the database can load a CSV itself
+        (:func:`croupier.reconcile.bulk.copy_csv`), it does, and only the rows it cannot
+        vouch for are checked here, one by one."""
+        await self._create_staging()
+        loaded = await copy_csv(self.session, path, "wallet_tx")
+        if loaded is None:
+            await self.stage(file_chunks(path), on_staged)
+        else:
+            self.summary.wallet_rows += loaded.staged
+            if on_staged is not None:
+                on_staged(loaded.staged)
+            await self.stage(loaded.leftovers, on_staged)
+
+    async def compare(self, on_step: Callable[[int], None] | None = None) -> Summary:
+        """Compare the staged rows with the ledger and fill in the summary;
+        ``on_step(1)`` after each of :data:`COMPARE_STEPS` statements."""
+        await self._compare(on_step)
+        await self._summarise(on_step)
         return self.summary
+
+    async def _create_staging(self) -> None:
+        if not self._staging:
+            await self.session.execute(_STAGING)
+            self._staging = True
 
     async def _stage(self, chunk: Sequence[WalletRow | BadRow]) -> None:
         assert len(chunk) <= MAX_CHUNK, f"chunks hold at most {MAX_CHUNK} rows"
@@ -280,7 +297,7 @@ class Reconciliation:
             await self.session.copy_rows("wallet_tx", _WALLET_COLUMNS, good)
             self.summary.wallet_rows += len(good)
 
-    async def _compare(self) -> None:
+    async def _compare(self, on_step: Callable[[int], None] | None) -> None:
         p, lag = self.summary.period, self.summary.lag_seconds
         horizon = await self.session.fetch(
             "SELECT max(occurred_at) FROM wallet_tx WHERE kind <> 'debit'"
@@ -299,8 +316,10 @@ class Reconciliation:
         }
         for statement in _COMPARE:
             await self.session.execute(statement.format(**values))
+            if on_step is not None:
+                on_step(1)
 
-    async def _summarise(self) -> None:
+    async def _summarise(self, on_step: Callable[[int], None] | None) -> None:
         summary = self.summary
         # int(): PostgreSQL sums bigints as numeric
         for verdict, movement, currency, count, amount in await self.session.fetch(_COUNTED):
@@ -315,23 +334,26 @@ class Reconciliation:
         for kind, currency, count, wallet, ledger in await self.session.fetch(_FOUND):
             totals = [int(count), int(wallet), int(ledger)]
             summary.discrepancies.setdefault(currency, {})[kind] = totals
+        if on_step is not None:
+            on_step(1)
 
-    async def discrepancies(self, page: int = 5_000) -> AsyncIterator[Discrepancy]:
+    async def discrepancies(self, page: int = 5_000) -> AsyncGenerator[Discrepancy, None]:
         """Every discrepancy (and row in transit), in report order."""
-        async for rows in self.session.stream(_LIST, (), page):
-            for row in rows:
-                yield Discrepancy.model_construct(**dict(zip(DISCREPANCY_FIELDS, row, strict=True)))
+        async with aclosing(self.session.stream(_LIST, (), page)) as pages:
+            async for rows in pages:
+                for row in rows:
+                    yield Discrepancy.model_construct(
+                        **dict(zip(DISCREPANCY_FIELDS, row, strict=True))
+                    )
 
-    async def player_differences(self, page: int = 5_000) -> AsyncIterator[tuple[str, str, int]]:
+    async def player_differences(
+        self, page: int = 5_000
+    ) -> AsyncGenerator[tuple[str, str, int], None]:
         """(player_id, currency, wallet less ledger) for every player whose balance differs."""
-        async for rows in self.session.stream(_PLAYERS, (), page):
-            for player, currency, difference in rows:
-                yield player, currency, int(difference)
-
-
-def stage_order(kinds: Iterable[str]) -> list[str]:
-    """``kinds`` in report order."""
-    return sorted(kinds, key=KINDS.index)
+        async with aclosing(self.session.stream(_PLAYERS, (), page)) as pages:
+            async for rows in pages:
+                for player, currency, difference in rows:
+                    yield player, currency, int(difference)
 
 
 _FINDINGS_COLUMNS = (
@@ -620,6 +642,10 @@ _PLAYERS: Final = """
     ) AS differences
     GROUP BY player_id, currency HAVING sum(amount) <> 0 ORDER BY player_id, currency
 """
+
+
+#: Statements :meth:`Reconciliation.compare` runs, one ``on_step`` each.
+COMPARE_STEPS: Final = len(_COMPARE) + 1
 
 
 def as_dict(item: Discrepancy) -> dict[str, Any]:

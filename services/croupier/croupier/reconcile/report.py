@@ -12,6 +12,7 @@ import json
 import os
 import tempfile
 from collections.abc import Callable
+from contextlib import aclosing
 from pathlib import Path
 from typing import Any, Final, TextIO
 
@@ -162,19 +163,22 @@ async def write_human(
     for bad in s.bad_rows[:SHOWN]:
         say(f"bad row  line {bad.line}: {bad.reason}")
     shown = 0
-    async for item in reconciliation.discrepancies():
-        if shown == SHOWN:
-            say("         ... (all of them: --csv FILE or --json)")
-            break
-        say(f"  {_describe(item)}")
-        shown += 1
+    # closed here, not when collected: the session may be gone by then
+    async with aclosing(reconciliation.discrepancies()) as discrepancies:
+        async for item in discrepancies:
+            if shown == SHOWN:
+                say("         ... (all of them: --csv FILE or --json)")
+                break
+            say(f"  {_describe(item)}")
+            shown += 1
     shown = 0
-    async for player, currency, difference in reconciliation.player_differences():
-        if shown == SHOWN:
-            say("         ... (all players: --json)")
-            break
-        say(f"player   {player} {currency}: wallet less ledger {difference:+,}")
-        shown += 1
+    async with aclosing(reconciliation.player_differences()) as players:
+        async for player, currency, difference in players:
+            if shown == SHOWN:
+                say("         ... (all players: --json)")
+                break
+            say(f"player   {player} {currency}: wallet less ledger {difference:+,}")
+            shown += 1
     verdict = "everything matches" if s.ok else f"{s.finding_count:,} discrepancies"
     say(f"result   {verdict}")
 

@@ -85,7 +85,7 @@ def check_values(
     occurred_at: Any,
 ) -> WalletRow | BadRow:
     """The fields of one row (in :data:`FIELDS` order) as a :class:`WalletRow`, or why not."""
-    required = _REQUIRED.get(kind)
+    required = _REQUIRED.get(kind) if type(kind) is str else None  # JSON may give a list
     if required is None:
         return BadRow(line, f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
     ids = [transaction_id, message_id, table_id, round_id, bet_id, player_id]
