@@ -1,17 +1,24 @@
-"""Wallet reconciliation at scale: ``croupier reconcile`` on 1,000,000 results, PostgreSQL.
+"""Wallet reconciliation at scale: ``croupier reconcile`` on 1,000,000 results.
 
 The ledger's read model holds ``RESULTS`` settlement results (one wager each; some won, some
-voided) and the wallet log (CSV) debits every wager and credits every result that returns
-money, with ``PLANTED`` discrepancies of every kind (and ``PLANTED`` debits returned by a
-stake refund, which must match). The read model is loaded straight into its tables, not
-projected from a ledger (the projector's own rate, over a ledger a simulated studio
-settled, is the last row), and its checkpoint put at the head, so the timed run is the
-reconciliation alone: the command as an operator runs it, in a process of its own, from
-reading the file to the last line of its JSON report.
+voided) and the wallet log debits every wager and credits every result that returns money
+(half the voided ones refunded wager by wager, a row naming the ``bet_id``), with
+``PLANTED`` discrepancies of every kind (and ``PLANTED`` debits returned by a stake refund,
+which must match). The read model is loaded straight into its tables, not projected from a
+ledger (the projector's own rate, over a ledger a simulated studio settled, is the last
+row), and its checkpoint put at the head, so the timed run is the reconciliation alone: the
+command as an operator runs it, in a process of its own, from reading the file to the last
+line of its JSON report. Rows: PostgreSQL with the CSV log (at a quarter of the size and
+at full size), then PostgreSQL with the same log as JSON Lines, and SQLite with each.
 
-Anchor, in the same run: PostgreSQL reading the same rows (``COPY`` of the same CSV into a
-table, plus a scan summing the results and wagers). Memory: the child's peak RSS at a
-quarter of the size and at full size, to show it does not grow with the period.
+Anchors, in the same run, beside each row: the same database reading the same rows. For
+PostgreSQL and a CSV log, ``COPY`` of the CSV into a table; for SQLite, or a JSON Lines
+log, the file parsed in Python (``csv.reader`` or ``json.loads`` per line) and its rows
+inserted into a table (``executemany``; PostgreSQL: ``COPY`` of the records); each plus a
+scan summing the read model's results and wagers. Each row gives wall seconds and the
+child's CPU seconds (user + system: on a shared machine the steadier figure; for
+PostgreSQL the server's share is not in it), and its peak RSS, which does not grow with
+the period.
 """
 
 from __future__ import annotations
@@ -19,25 +26,42 @@ from __future__ import annotations
 import asyncio
 import csv
 import io
+import itertools
 import json
 import os
 import random
+import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
+from contract.wallet import FIELDS
 from croupier.ledger import open_ledger
 from croupier.projection import open_store
 from croupier.projection.projector import Projector
 from croupier.projection.wagers import WagersProjection
 
 RESULTS = int(os.environ.get("CROUPIER_BENCH_RESULTS", "1000000"))
+#: (database, wallet log format) of the full-size rows; CROUPIER_BENCH_RECONCILE picks some,
+#: e.g. ``sqlite.jsonl,postgres.csv``.
+CASES = tuple(
+    (database, f".{suffix}")
+    for database, _, suffix in (
+        case.partition(".")
+        for case in os.environ.get(
+            "CROUPIER_BENCH_RECONCILE", "postgres.csv,postgres.jsonl,sqlite.csv,sqlite.jsonl"
+        ).split(",")
+    )
+)
 PLANTED = min(1_000, RESULTS // 400)  # of each kind
 ADMIN_URL = os.environ.get(
     "CROUPIER_BENCH_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -93,22 +117,39 @@ def _plants(draws: list[tuple[int, int, int]]) -> dict[str, set[int]]:
     return plants
 
 
-async def _load_read_model(url: str, draws: list[tuple[int, int, int]]) -> None:
-    """Events 1..N, and one result (one wager) at each position; the checkpoint there."""
+def _read_model(draws: list[tuple[int, int, int]]) -> dict[str, Iterator[tuple[Any, ...]]]:
+    """The read model's rows, table by table: one result (one wager) at each position."""
+
+    def wagers() -> Iterator[tuple[Any, ...]]:
+        for i in range(1, len(draws)):
+            table, round_, bet, player, _ = _ids(i)
+            yield table, round_, bet, player, "EUR", "main", "ante", draws[i][0], None, f"e{i}", \
+                i, STAMP  # fmt: skip
+
+    def results() -> Iterator[tuple[Any, ...]]:
+        for i in range(1, len(draws)):
+            table, round_, bet, player, message = _ids(i)
+            stake, returned, refunded = draws[i]
+            status = "voided" if refunded else "settled"
+            yield (message, table, round_, player, "EUR", status, "casino-holdem/classic",
+                   stake, returned, refunded, json.dumps([bet]), i, STAMP, STAMP)  # fmt: skip
+
+    def wager_results() -> Iterator[tuple[Any, ...]]:
+        for i in range(1, len(draws)):
+            table, round_, bet, _, message = _ids(i)
+            stake, returned, refunded = draws[i]
+            outcome = "refund" if refunded else "win" if returned else "lose"
+            yield table, round_, bet, message, "ante", stake, returned + refunded, outcome, i
+
+    return {"wagers": wagers(), "results": results(), "wager_results": wager_results()}
+
+
+async def _load_postgres(url: str, draws: list[tuple[int, int, int]]) -> None:
+    """Events 1..N and the read model; the checkpoint at N."""
     results = len(draws) - 1
     async with open_ledger(url) as ledger:
         await ledger.migrate()
         await Projector(ledger, open_store(ledger), [WagersProjection()]).setup()
-    wagers, rows = [], []
-    for i in range(1, results + 1):
-        table, round_, bet, player, message = _ids(i)
-        stake, returned, refunded = draws[i]
-        status = "voided" if refunded else "settled"
-        wagers.append(
-            (table, round_, bet, player, "EUR", "main", "ante", stake, None, f"e{i}", i, STAMP)
-        )
-        rows.append((message, table, round_, player, "EUR", status, "casino-holdem/classic",
-                     stake, returned, refunded, json.dumps([bet]), i, STAMP, STAMP))  # fmt: skip
     conn = await asyncpg.connect(url)
     try:
         await conn.execute(
@@ -118,15 +159,45 @@ async def _load_read_model(url: str, draws: list[tuple[int, int, int]]) -> None:
             "FROM generate_series(1, $1) AS g",
             results,
         )
-        for table, records in (("wagers", wagers), ("results", rows)):
+        for table, records in _read_model(draws).items():
             await conn.copy_records_to_table(table, records=records, columns=_columns(table))
         await conn.execute(
             "UPDATE projection_checkpoints SET position = $1 WHERE name = 'wagers'", results
         )
-        for table in ("events", "wagers", "results"):  # as autovacuum leaves a settled table
+        for table in ("events", "wagers", "results", "wager_results"):  # as autovacuum leaves them
             await conn.execute(f"VACUUM ANALYZE {table}")
     finally:
         await conn.close()
+
+
+async def _load_sqlite(path: Path, draws: list[tuple[int, int, int]]) -> None:
+    """:func:`_load_postgres` for a SQLite ledger file."""
+    results = len(draws) - 1
+    async with open_ledger(f"sqlite:///{path}") as ledger:
+        await ledger.migrate()
+        await Projector(ledger, open_store(ledger), [WagersProjection()]).setup()
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("BEGIN")
+        conn.executemany(
+            "INSERT INTO events (position, stream, version, type, data, key, recorded_at, "
+            "prev_hash, hash) VALUES (?, 'bench:' || ?, 1, 'bench', '{}', 'k' || ?, "
+            f"'{STAMP}', '{'0' * 64}', '{'0' * 64}')",
+            ((i, i, i) for i in range(1, results + 1)),
+        )
+        for table, records in _read_model(draws).items():
+            columns = _columns(table)
+            marks = ", ".join("?" * len(columns))
+            conn.executemany(
+                f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})", records
+            )
+        conn.execute(
+            "UPDATE projection_checkpoints SET position = ? WHERE name = 'wagers'", (results,)
+        )
+        conn.execute("COMMIT")
+        conn.execute("ANALYZE")
+    finally:
+        conn.close()
 
 
 def _columns(table: str) -> list[str]:
@@ -135,64 +206,63 @@ def _columns(table: str) -> list[str]:
 
 
 def _write_wallet(path: Path, draws: list[tuple[int, int, int]]) -> int:
-    """The wallet's log of every movement, with the planted discrepancies; rows written."""
+    """The wallet's log of every movement, with the planted discrepancies; rows written.
+
+    CSV or JSON Lines by the suffix; odd voided results are refunded wager by wager."""
     plant = _plants(draws)
     count = 0
     with path.open("w", newline="") as handle:
-        out = csv.writer(handle)
-        out.writerow(["transaction_id", "kind", "message_id", "table_id", "round_id", "bet_id",
-                      "player_id", "currency", "amount", "occurred_at"])  # fmt: skip
+        csv_out = csv.writer(handle) if path.suffix == ".csv" else None
+
+        def write(row: tuple[Any, ...]) -> None:
+            nonlocal count
+            count += 1
+            if csv_out is not None:
+                csv_out.writerow(row)
+            else:
+                record = {k: v for k, v in zip(FIELDS, row, strict=True) if v != ""}
+                handle.write(json.dumps(record) + "\n")
+
+        if csv_out is not None:
+            csv_out.writerow(FIELDS)
         for i in range(1, len(draws)):
             table, round_, bet, player, message = _ids(i)
             stake, returned, refunded = draws[i]
             money = returned + refunded
             kind = "refund" if refunded else "credit"
             if i not in plant["wager_without_debit"]:
-                out.writerow(
-                    (f"d{i}", "debit", "", table, round_, bet, player, "EUR", stake, STAMP)
-                )
-                count += 1
+                write((f"d{i}", "debit", "", table, round_, bet, player, "EUR", stake, STAMP))
             if i in plant["debit_without_wager"]:
-                out.writerow(
-                    (f"x{i}", "debit", "", table, round_, f"{bet}x", player, "EUR", 100, STAMP)
-                )
-                count += 1
+                write((f"x{i}", "debit", "", table, round_, f"{bet}x", player, "EUR", 100, STAMP))
             if i in plant[RETURNED]:
-                for kind in ("debit", "refund"):
-                    out.writerow(
-                        (
-                            f"{kind}{i}",
-                            kind,
-                            "",
-                            table,
-                            round_,
-                            f"{bet}y",
-                            player,
-                            "EUR",
-                            100,
-                            STAMP,
-                        )
-                    )
-                count += 2
+                for movement in ("debit", "refund"):
+                    write((f"{movement}{i}", movement, "", table, round_, f"{bet}y", player,
+                           "EUR", 100, STAMP))  # fmt: skip
             if i in plant["unknown_to_ledger"]:
-                out.writerow(
-                    (f"u{i}", "credit", f"u-{message}", "", "", "", player, "EUR", 100, STAMP)
-                )
-                count += 1
+                write((f"u{i}", "credit", f"u-{message}", "", "", "", player, "EUR", 100, STAMP))
             if not money or i in plant["missing_in_wallet"]:
                 continue
             amount = money + 1 if i in plant["amount_mismatch"] else money
             currency = "GBP" if i in plant["currency_mismatch"] else "EUR"
             copies = 2 if i in plant["duplicate_credit"] else 1
+            per_wager = bet if refunded and i % 2 else ""
             for copy in range(copies):
-                out.writerow((f"c{i}-{copy}", kind, message, "", "", "", player, currency, amount,
-                              "2024-05-01T21:00:00Z"))  # fmt: skip
-                count += 1
+                write((f"c{i}-{copy}", kind, message, "", "", per_wager, player, currency, amount,
+                       "2024-05-01T21:00:00Z"))  # fmt: skip
     return count
 
 
-def _reconcile(url: str, wallet: Path) -> tuple[float, dict[str, int], int]:
-    """Seconds, discrepancies by kind, and the child's peak RSS in MiB."""
+@dataclass(frozen=True)
+class Run:
+    """One ``croupier reconcile`` in a process of its own."""
+
+    seconds: float
+    cpu_seconds: float  # its own, user and system (not the PostgreSQL server's)
+    found: dict[str, int]
+    peak_mib: int
+
+
+def _reconcile(url: str, wallet: Path) -> Run:
     command = [sys.executable, "-m", "croupier.cli", "reconcile", "--ledger", url,
                "--wallet", str(wallet), "--json"]  # fmt: skip
     start = time.perf_counter()
@@ -200,7 +270,7 @@ def _reconcile(url: str, wallet: Path) -> tuple[float, dict[str, int], int]:
         [sys.executable, "-c", _PEAK, *command], capture_output=True, text=True, check=False
     )
     elapsed = time.perf_counter() - start
-    status, _, peak = done.stderr.rstrip().rpartition("\n")[2].partition(" ")
+    status, peak, cpu = done.stderr.rstrip().rpartition("\n")[2].split(" ")
     if status != "1":
         raise RuntimeError(f"reconcile exited {status}: {done.stderr[-2000:]}")
     report = json.loads(done.stdout)
@@ -209,34 +279,79 @@ def _reconcile(url: str, wallet: Path) -> tuple[float, dict[str, int], int]:
     }
     for item in report["discrepancies"]:
         found[item["kind"]] = found.get(item["kind"], 0) + 1
-    return elapsed, found, int(peak) // 1024
+    return Run(elapsed, float(cpu), found, int(peak) // 1024)
 
 
-# Runs the command given as arguments; its last stderr line: exit status and peak RSS (KiB).
+# Runs the command given as arguments; its last stderr line: exit status, peak RSS (KiB)
+# and CPU seconds (user + system).
 _PEAK = """
 import resource, subprocess, sys
 status = subprocess.run(sys.argv[1:]).returncode
-print(status, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr)
+usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(status, usage.ru_maxrss, usage.ru_utime + usage.ru_stime, file=sys.stderr)
 """
 
 
-async def _anchor(url: str, wallet: Path) -> float:
-    """PostgreSQL reading the same rows: COPY of the wallet CSV, a scan of the read model."""
+async def _anchor_postgres(url: str, wallet: Path) -> float:
+    """PostgreSQL reading the same rows: the log into a table (COPY of the CSV, or of the
+    records parsed from JSON Lines), and a scan of the read model."""
     conn = await asyncpg.connect(url)
     try:
-        await conn.execute(
-            "CREATE TEMP TABLE raw_wallet (transaction_id text, kind text, message_id text, "
-            "table_id text, round_id text, bet_id text, player_id text, currency text, "
-            "amount bigint, occurred_at timestamptz)"
-        )
+        await conn.execute(f"CREATE TEMP TABLE raw_wallet ({_RAW_COLUMNS})")
         start = time.perf_counter()
-        with wallet.open("rb") as handle:
-            await conn.copy_to_table("raw_wallet", source=handle, format="csv", header=True)
-        await conn.fetch("SELECT count(*), sum(stake) FROM wagers")
-        await conn.fetch("SELECT count(*), sum(returned + refunded) FROM results")
+        if wallet.suffix == ".csv":
+            with wallet.open("rb") as handle:
+                await conn.copy_to_table("raw_wallet", source=handle, format="csv", header=True)
+        else:
+            for chunk in _parsed(wallet):
+                await conn.copy_records_to_table("raw_wallet", records=chunk)
+        for sql in _SCANS:
+            await conn.fetch(sql)
         return time.perf_counter() - start
     finally:
         await conn.close()
+
+
+def _anchor_sqlite(path: Path, wallet: Path) -> tuple[float, float]:
+    """SQLite reading the same rows: the log parsed and inserted, and a scan of the read
+    model; seconds, and CPU seconds (SQLite runs in this process)."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute(f"CREATE TEMP TABLE raw_wallet ({_RAW_COLUMNS})")
+        marks = ", ".join("?" * len(FIELDS))
+        start, cpu = time.perf_counter(), time.process_time()
+        conn.execute("BEGIN")
+        for chunk in _parsed(wallet):
+            conn.executemany(f"INSERT INTO raw_wallet VALUES ({marks})", chunk)
+        conn.execute("COMMIT")
+        for sql in _SCANS:
+            conn.execute(sql).fetchall()
+        return time.perf_counter() - start, time.process_time() - cpu
+    finally:
+        conn.close()
+
+
+_RAW_COLUMNS = (
+    "transaction_id text, kind text, message_id text, table_id text, round_id text, "
+    "bet_id text, player_id text, currency text, amount bigint, occurred_at text"
+)
+_SCANS = (
+    "SELECT count(*), sum(stake) FROM wagers",
+    "SELECT count(*), sum(returned + refunded) FROM results",
+)
+
+
+def _parsed(wallet: Path, size: int = 10_000) -> Iterator[list[tuple[Any, ...]]]:
+    """The log's rows as tuples of its fields, ``size`` at a time, parsed and no more."""
+    with wallet.open(encoding="utf-8", newline="") as handle:
+        if wallet.suffix == ".csv":
+            reader = csv.reader(handle)
+            next(reader)
+            rows: Iterator[tuple[Any, ...]] = (tuple(row) for row in reader)
+        else:
+            rows = (tuple(map(json.loads(line).get, FIELDS)) for line in handle)
+        while chunk := list(itertools.islice(rows, size)):
+            yield chunk
 
 
 async def _scratch() -> tuple[asyncpg.Connection, str, str] | None:
@@ -250,34 +365,58 @@ async def _scratch() -> tuple[asyncpg.Connection, str, str] | None:
     return admin, name, urlunsplit(urlsplit(ADMIN_URL)._replace(path=f"/{name}"))
 
 
-async def _size(results: int, folder: Path) -> None:
-    scratch = await _scratch()
-    if scratch is None:
-        return
-    admin, name, url = scratch
-    try:
-        draws = _draws(results)
-        await _load_read_model(url, draws)
-        wallet = folder / f"wallet-{results}.csv"
+async def _size(results: int, folder: Path, cases: tuple[tuple[str, str], ...]) -> None:
+    """Reconcile ``results`` on each (database, log format) of ``cases``."""
+    draws = _draws(results)
+    for database, suffix in cases:
+        wallet = folder / f"wallet-{results}{suffix}"
         rows = _write_wallet(wallet, draws)
-        del draws
-        anchor = await _anchor(url, wallet)
-        elapsed, found, peak = _reconcile(url, wallet)
-        exact = found == dict.fromkeys((RETURNED, *KINDS), PLANTED)
+        anchor_cpu: float | None = None
+        if database == "postgres":
+            scratch = await _scratch()
+            if scratch is None:
+                continue
+            admin, name, url = scratch
+            try:
+                await _load_postgres(url, draws)
+                anchor = await _anchor_postgres(url, wallet)
+                run = _reconcile(url, wallet)
+            finally:
+                await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+                await admin.close()
+            how = "COPY of the same CSV" if suffix == ".csv" else "the same rows parsed, COPY"
+        else:
+            path = folder / f"ledger-{results}.db"
+            await _load_sqlite(path, draws)
+            anchor, anchor_cpu = _anchor_sqlite(path, wallet)
+            run = _reconcile(f"sqlite:///{path}", wallet)
+            for leftover in folder.glob(f"{path.name}*"):
+                leftover.unlink()
+            how = "the same rows parsed and inserted"
+        wallet.unlink()
+        exact = run.found == dict.fromkeys((RETURNED, *KINDS), PLANTED)
         print(
-            f"reconcile postgres: {results:>9,} results vs {rows:>9,} wallet rows "
-            f"in {elapsed:6.1f} s ({rows / elapsed:>8,.0f} rows/s), peak RSS {peak:,} MiB; "
-            f"found {sum(found.values()):,} of {PLANTED * (len(KINDS) + 1):,} planted "
-            f"({'exactly' if exact else 'NOT EXACTLY: ' + str(found)})"
+            f"reconcile {database:<8} {suffix[1:]:<5}: {results:>9,} results vs {rows:>9,} "
+            f"wallet rows in {run.seconds:6.1f} s ({rows / run.seconds:>8,.0f} rows/s), "
+            f"CPU {run.cpu_seconds:5.1f} s ({rows / run.cpu_seconds:>8,.0f} rows/CPU-s), "
+            f"peak RSS {run.peak_mib:,} MiB; found {sum(run.found.values()):,} of "
+            f"{PLANTED * (len(KINDS) + 1):,} planted "
+            f"({'exactly' if exact else 'NOT EXACTLY: ' + str(run.found)})"
+        )
+        cpu = (
+            ""
+            if anchor_cpu is None
+            else f", CPU {anchor_cpu:5.1f} s ({rows / anchor_cpu:>9,.0f} rows/CPU-s)"
+        )
+        ratio = f"{run.seconds / anchor:4.1f}x" + (
+            "" if anchor_cpu is None else f", CPU {run.cpu_seconds / anchor_cpu:4.1f}x"
         )
         print(
-            f"  anchor: PostgreSQL COPY of the same CSV + scans of the read model "
-            f"{anchor:5.1f} s; reconcile / anchor = {elapsed / anchor:4.1f}x; "
-            f"load {os.getloadavg()[0]:.2f} (1 min)"
+            f"  anchor: {how} + scans of the read model {anchor:5.1f} s "
+            f"({rows / anchor:>9,.0f} rows/s){cpu}; reconcile / anchor = {ratio}; "
+            f"load {os.getloadavg()[0]:.2f} (1 min)",
+            flush=True,
         )
-    finally:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        await admin.close()
 
 
 async def _projector_rate() -> None:
@@ -324,8 +463,8 @@ async def _projector_rate() -> None:
 async def _run() -> None:
     print(f"load: {os.getloadavg()[0]:.2f} (1 min), {os.cpu_count()} cores")
     with tempfile.TemporaryDirectory() as folder:
-        await _size(RESULTS // 4, Path(folder))
-        await _size(RESULTS, Path(folder))
+        await _size(RESULTS // 4, Path(folder), (("postgres", ".csv"),))
+        await _size(RESULTS, Path(folder), CASES)
     await _projector_rate()
 
 
