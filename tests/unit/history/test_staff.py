@@ -108,6 +108,8 @@ def test_an_sso_token_with_a_configured_role_signs_in() -> None:
     "change",
     [
         {"role": "admin"},  # no such role
+        {"role": ["support"]},
+        {"sub": {"name": "ana"}},
         {"aud": "wallet"},
         {"aud": None},
         {"sub": "ana\n"},

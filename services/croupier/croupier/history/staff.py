@@ -182,7 +182,8 @@ class StaffSignIn:
         except jwt.PyJWTError:
             raise Unauthorized("the sign-on token is not valid") from None
         name, role = claims["sub"], claims["role"]
-        if not (isinstance(name, str) and _NAME.fullmatch(name)) or role not in self.auth.grants:
+        named = isinstance(name, str) and _NAME.fullmatch(name)
+        if not (named and isinstance(role, str) and role in self.auth.grants):
             raise Unauthorized("the sign-on token names no staff role")
         viewer = Viewer(role=role, staff_name=name, grants=self.auth.grants[role])
         return viewer, self._session(viewer, "sso")
