@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import itertools
+import random
 from collections.abc import AsyncIterator
 from urllib.parse import quote
 
@@ -370,3 +371,79 @@ async def test_guessing_staff_keys_in_the_header_is_limited_too(web: Web) -> Non
         )
         assert secured(page).status_code == 429
         assert (await desk.get(path, headers={"X-Staff-Key": SUPPORT_KEY})).status_code == 200
+
+
+NASTY = [
+    "",
+    "\x00",
+    "p1\x00",
+    "p1\n",
+    "\r\nSet-Cookie: x=1",
+    "..",
+    "../../etc/passwd",
+    "/",
+    "%",
+    "%00",
+    "\ud800",  # a lone surrogate
+    "\u202e\u0000",
+    "é" * 200,
+    "9" * 400,
+    str(2**63),
+    "-1",
+    "<script>alert(1)</script>",
+    "' OR 1=1 --",
+    "{}",
+    "a" * 5000,
+]
+
+
+async def test_no_input_reaches_a_500(web: Web) -> None:
+    """Nasty text in every part of every route's request: a 4xx or a 2xx/3xx, never a 500,
+    always with the security headers."""
+    rng = random.Random(24)
+    valid_token, session_junk = player_token("p1"), "x.y"
+    limits = SignInLimiter(per_address=10**6, overall=10**6)  # every key is looked at
+    app = create_app(web.store, authenticator(), staff_sign_in=StaffSignIn(
+        authenticator(), limiter=limits))  # fmt: skip
+    transport = httpx.ASGITransport(app=app)
+    client = httpx.AsyncClient(transport=transport, base_url="https://web")
+
+    def text() -> str:
+        return rng.choice([*NASTY, "p1", TABLE_CH, "r-shared", valid_token])
+
+    def segment() -> str:
+        return quote(text().encode("utf-8", "surrogatepass"), safe="")
+
+    statuses = []
+    for _ in range(400):
+        route = rng.choice(
+            [
+                f"/v1/rounds/{segment()}/{segment()}",
+                f"/v1/players/{segment()}/rounds",
+                f"/v1/tables/{segment()}/rounds",
+                "/history",
+                f"/history/rounds/{segment()}/{segment()}",
+                "/staff/login",
+                "/staff/open",
+            ]
+        )
+        query = "&".join(
+            f"{rng.choice(['cursor', 'limit', 'token', 'next', 'table', 'round'])}={segment()}"
+            for _ in range(rng.randrange(4))
+        )
+        headers = {}
+        if rng.random() < 0.5:
+            headers["X-Staff-Key"] = rng.choice([COMPLIANCE_KEY, "guess", "k" * 300])
+        if rng.random() < 0.5:
+            headers["Authorization"] = f"Bearer {rng.choice([valid_token, 'x', 'a.b.c'])}"
+        if rng.random() < 0.3:
+            headers["Cookie"] = f"{SESSION_COOKIE}={rng.choice([session_junk, 'a' * 3000])}"
+        method = "POST" if route.startswith("/staff/") and rng.random() < 0.5 else "GET"
+        body = f"key={segment()}&form_token={segment()}&next={segment()}".encode()
+        response = await client.request(
+            method, f"{route}?{query}", headers=headers, content=body if method == "POST" else None
+        )
+        statuses.append(secured(response).status_code)
+    await client.aclose()
+    assert max(statuses) < 500, sorted(set(statuses))
+    assert len(set(statuses)) >= 5, sorted(set(statuses))  # many different answers
