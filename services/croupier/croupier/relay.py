@@ -24,18 +24,22 @@ Guarantees:
   ``croupier_results_refused``, never published. A dead letter must be exactly the dead
   letter of the chained rejection it names (``deadletters.letter_problem``): its code,
   reason and bytes are the rejection's.
+- Linear in the round: a fact is read, hashed and vouched for once, and the messages it
+  calls for derived once (``Derivations``), however many pages its messages span: a shared
+  hand of N players costs the relay O(N), not O(N) per message or per page. A large fact
+  is derived in a worker thread. Guarded by tests/unit/croupier/test_linear_paths.py
+  (work counted) and ``python -m bench service`` (10,000 and 100,000 players, timed).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import socket
 import time
 import uuid
-from collections import Counter
-from collections.abc import Sequence
+from collections import Counter, OrderedDict
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 import structlog
@@ -45,6 +49,7 @@ from croupier import deadletters
 from croupier.bus import DEAD_LETTER_EXCHANGE, UNROUTABLE, Outgoing, Refused, SettlementSink
 from croupier.config import LEASE_LIMIT
 from croupier.ledger import Ledger, PendingMessage
+from croupier.ledger.audit import Expected
 from croupier.ledger.chain import ChainRow
 from croupier.metrics import Metrics
 from croupier.results import outbox_rule
@@ -53,6 +58,10 @@ log = structlog.get_logger("croupier.relay")
 
 RELAY_LEASE: Final = "outbox-relay"
 DEFAULT_LEASE_SECONDS: Final = 10.0
+#: Messages the relay keeps derived (from the facts it met last) between pages.
+DERIVED_KEPT: Final = 250_000
+#: Facts longer than this (characters) are derived off the event loop.
+DERIVE_INLINE: Final = 256 * 1024
 
 
 def instance_name() -> str:
@@ -85,6 +94,7 @@ class OutboxRelay:
         self.active = False
         self.healthy = True
         self.stalled = False
+        self.derivations = Derivations()
         self._renewed = 0.0
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()
@@ -180,7 +190,7 @@ class OutboxRelay:
     async def _vouched(self, pending: Sequence[PendingMessage]) -> dict[str, Outgoing]:
         """What to publish for each message a chained fact says, by id; the rest are set
         aside with the reason."""
-        vouched, refused = await derive(self.ledger, pending)
+        vouched, refused = await derive(self.ledger, pending, self.derivations)
         if refused:
             await self.ledger.set_aside({i: f"refused: {why}" for i, why in refused.items()})
             self.metrics.refused.inc(len(refused))
@@ -224,17 +234,86 @@ class OutboxRelay:
         self._wake.clear()
 
 
+class Derivations:
+    """Chained facts as the relay read them, and the outbox messages each calls for
+    (``outbox_rule``), each read and derived once.
+
+    A fact is kept by position once the chain vouched for it: the chain is append-only,
+    so it is exactly what reading again would give (a row rewritten since would not be
+    vouched for, and its outbox rows name the hash kept here). Its messages are derived
+    once however many of them a page holds and however many pages they span: relaying a
+    round of N players reads and hashes its settlement once and derives its N messages
+    once, not once per message or per page. The facts met last are kept up to ``limit``
+    messages in all (the ones of the page in hand always).
+    """
+
+    def __init__(self, limit: int = DERIVED_KEPT) -> None:
+        self.limit = limit
+        self._kept: OrderedDict[int, tuple[ChainRow, dict[str, Expected] | None]] = OrderedDict()
+        self._size = 0
+
+    async def vouched(self, ledger: Ledger, positions: Sequence[int]) -> dict[int, ChainRow]:
+        """The facts at ``positions`` the chain vouches for (``Ledger.vouched``), by position."""
+        wanted = set(positions)
+        found = {p: self._kept[p][0] for p in wanted if p in self._kept}
+        missing = wanted - found.keys()
+        if missing:
+            read = await ledger.vouched(missing)
+            for position, row in read.items():
+                self._keep(position, row, None)
+            found.update(read)
+        for position in found:
+            self._kept.move_to_end(position)
+        self._trim()
+        return found
+
+    async def derive(self, event: ChainRow) -> dict[str, Expected]:
+        """The messages ``event`` calls for, by message id (a large fact is derived in a
+        worker thread, so other tables' results keep flowing meanwhile)."""
+        row, messages = self._kept.get(event.position, (None, None))
+        if messages is None or row is None or row.hash != event.hash:
+            if len(event.data) > DERIVE_INLINE:
+                derived = await asyncio.to_thread(outbox_rule, event.type, event.data)
+            else:
+                derived = outbox_rule(event.type, event.data)
+            messages = {e.message_id: e for e in derived}
+            self._keep(event.position, event, messages)
+            self._trim()
+        return messages
+
+    def _keep(self, position: int, row: ChainRow, messages: dict[str, Expected] | None) -> None:
+        old = self._kept.pop(position, None)
+        if old is not None:
+            self._size -= 1 + len(old[1] or ())
+        self._kept[position] = (row, messages)
+        self._size += 1 + len(messages or ())
+
+    def _trim(self) -> None:
+        while self._size > self.limit and len(self._kept) > 1:
+            _, (_, dropped) = self._kept.popitem(last=False)
+            self._size -= 1 + len(dropped or ())
+
+
 async def derive(
-    ledger: Ledger, pending: Sequence[PendingMessage]
+    ledger: Ledger, pending: Sequence[PendingMessage], derivations: Derivations | None = None
 ) -> tuple[dict[str, Outgoing], dict[str, str]]:
     """The relay's rule: what to publish for each message a chained fact says (by id), and
     why each other one is refused (by id; logged). ``croupier redrive --results`` applies
-    it too."""
-    events = await ledger.vouched(m.position for m in pending)
+    it too. Each fact is derived once (``derivations``: kept from earlier calls)."""
+    derivations = derivations or Derivations()
+    events = await derivations.vouched(ledger, [m.position for m in pending])
+    expected: dict[int, dict[str, Expected]] = {}
+    for message in pending:
+        event = events.get(message.position)
+        if event is None or event.hash != message.event_hash or event.position in expected:
+            continue
+        if message.exchange != DEAD_LETTER_EXCHANGE:
+            expected[event.position] = await derivations.derive(event)
     vouched: dict[str, Outgoing] = {}
     refused: dict[str, str] = {}
     for message in pending:
-        published = _derived(message, events.get(message.position))
+        event = events.get(message.position)
+        published = _derived(message, event, expected.get(event.position, {}) if event else {})
         if isinstance(published, Outgoing):
             vouched[message.message_id] = published
             continue
@@ -248,8 +327,11 @@ async def derive(
     return vouched, refused
 
 
-def _derived(message: PendingMessage, event: ChainRow | None) -> Outgoing | str:
-    """What to publish for ``message``, or why it is refused."""
+def _derived(
+    message: PendingMessage, event: ChainRow | None, expected: Mapping[str, Expected]
+) -> Outgoing | str:
+    """What to publish for ``message``, or why it is refused (``expected``: the messages
+    ``event`` calls for, by id)."""
     if event is None:
         return "its event is not in the chain under a head this service signed"
     if event.hash != message.event_hash:
@@ -259,11 +341,10 @@ def _derived(message: PendingMessage, event: ChainRow | None) -> Outgoing | str:
             event, message.message_id, message.routing_key, message.body
         )
         return problem or deadletters.outgoing(message)
-    expected = {e.message_id: e for e in outbox_rule(event.type, event.data)}
     want = expected.get(message.message_id)
     if want is None:
         return f"the {event.type} at position {event.position} reports no such message"
     if (message.exchange, message.routing_key, canonical_json(message.body)) != want[1:]:
         return f"it differs from what the {event.type} at position {event.position} says"
-    body = {**json.loads(want.body), "ledger_position": event.position}
+    body = {**message.body, "ledger_position": event.position}  # exactly ``want.body``
     return Outgoing(message.message_id, want.routing_key, body, exchange=want.exchange)

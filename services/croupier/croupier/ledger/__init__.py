@@ -455,7 +455,9 @@ class Ledger(ABC):
         With a key: rows whose content gives their hash and which link, row by row, up
         to a head a key of its keyring signed, outside the part a revoked key signed
         (``Keyring.revoked_at``). Without: rows whose content gives their
-        hash and whose successor links to them.
+        hash and whose successor links to them. Rows vouched for before (remembered by
+        hash, the newest ``trust.VOUCHED_LIMIT``) anchor the walk as a signed head does,
+        so paging through one batch's positions walks that batch once, not once per page.
         """
         wanted = sorted({p for p in positions if p > 0})
         found: dict[int, ChainRow] = {}
@@ -464,8 +466,12 @@ class Ledger(ABC):
             wanted = wanted[len(group) :]
             low, high = group[0], group[-1]
             top_hash: str | None = None
-            signed: dict[int, str] = {}
-            if self.trust.keyring is not None:
+            # Rows vouched for before (the chain is append-only) anchor the walk like
+            # signed heads: a page of a batch already walked is not walked again.
+            signed = self.trust.vouched_between(low, high)
+            if high in signed:
+                top_hash = signed[high]
+            elif self.trust.keyring is not None:
                 candidates = await self._heads_from(low, VOUCH_HEADS)
                 heads = [h for h in candidates if self.trust.trusts_head(h)]
                 if not heads:
@@ -474,11 +480,12 @@ class Ledger(ABC):
                 # is none, the last signed one (the positions above it are not vouched for).
                 top = next((h for h in heads if h.position >= high), heads[-1])
                 high, top_hash = top.position, top.hash
-                signed = {h.position: h.hash for h in heads if h.position <= high}
+                signed |= {h.position: h.hash for h in heads if h.position <= high}
             rows = await self._chain_range(low, high + (0 if top_hash else 1))
             chain = vouch([r for r in rows if r.position <= high], top_hash, signed)
             if top_hash is None and rows and rows[-1].position > high:
-                chain = vouch(rows, None, {})  # the successor's link is checked too
+                chain = vouch(rows, None, signed)  # the successor's link is checked too
+            self.trust.remember_vouched(chain.values())
             found.update((p, chain[p]) for p in group if p in chain)
         keyring = self.trust.keyring
         if keyring is not None and any(e.revoked_from for e in keyring.entries.values()):

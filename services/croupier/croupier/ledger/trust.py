@@ -23,6 +23,8 @@ log = structlog.get_logger("croupier.ledger")
 
 #: Heads and marks remembered as trusted (signed here or verified), newest kept.
 TRUSTED_LIMIT: Final = 4096
+#: Rows remembered as vouched for (position and hash), newest kept.
+VOUCHED_LIMIT: Final = 50_000
 #: Head rows examined above a position before giving up finding a validly signed one.
 HEADS_SCANNED: Final = 64
 
@@ -49,10 +51,14 @@ class MarkRow:
 
 
 class _Bounded(OrderedDict[object, object]):
+    def __init__(self, limit: int = TRUSTED_LIMIT) -> None:
+        super().__init__()
+        self.limit = limit
+
     def remember(self, key: object, value: object = None) -> None:
         self[key] = value
         self.move_to_end(key)
-        while len(self) > TRUSTED_LIMIT:
+        while len(self) > self.limit:
             self.popitem(last=False)
 
 
@@ -78,6 +84,7 @@ class Trust:
                 )
         self._heads = _Bounded()
         self._marks = _Bounded()
+        self._vouched = _Bounded(VOUCHED_LIMIT)
         self.head: tuple[int, str] | None = None  # the chain head last signed or verified
 
     @property
@@ -164,6 +171,25 @@ class Trust:
             if row.hash == head[1]
         ]
         return next((p for p in problems if p), "no signed head is there")
+
+    # -- rows vouched for -----------------------------------------------------------------
+
+    def remember_vouched(self, rows: Iterable[ChainRow]) -> None:
+        """These rows were vouched for: their hashes may anchor later walks below them."""
+        for row in rows:
+            self._vouched.remember(row.position, row.hash)
+
+    def vouched_between(self, low: int, high: int) -> dict[int, str]:
+        """The remembered vouched rows in ``low..high`` (position: hash)."""
+        kept = self._vouched
+        found = (
+            ((p, kept.get(p)) for p in range(low, high + 1))
+            if high - low < len(kept)
+            else kept.items()
+        )
+        return {
+            p: h for p, h in found if isinstance(p, int) and isinstance(h, str) and low <= p <= high
+        }
 
     # -- publish marks --------------------------------------------------------------------
 
