@@ -447,3 +447,13 @@ async def test_no_input_reaches_a_500(web: Web) -> None:
     await client.aclose()
     assert max(statuses) < 500, sorted(set(statuses))
     assert len(set(statuses)) >= 5, sorted(set(statuses))  # many different answers
+
+
+async def test_the_sign_in_page_says_when_it_cannot_keep_a_session(web: Web) -> None:
+    plain = await web.client.get("/staff/login")  # http://web: not HTTPS, not loopback
+    assert "Sign-in needs HTTPS here" in plain.text
+    transport = httpx.ASGITransport(app=web.app)
+    async with httpx.AsyncClient(transport=transport, base_url="https://web") as client:
+        assert "Sign-in needs HTTPS" not in (await client.get("/staff/login")).text
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
+        assert "Sign-in needs HTTPS" not in (await client.get("/staff/login")).text

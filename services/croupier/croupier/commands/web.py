@@ -97,8 +97,8 @@ def run(args: argparse.Namespace) -> int:
     if args.workers > 1 and not chosen.web_session_secret:  # one secret for every worker
         os.environ["CROUPIER_WEB_SESSION_SECRET"] = secrets.token_urlsafe(32)
     print(
-        f"croupier web: history on http://{args.host}:{chosen.web_port}/history, "
-        f"reading {mask_url(chosen.database_url)}",
+        f"croupier web: history on http://{args.host}:{chosen.web_port}/history, staff sign "
+        f"in at /staff/login, reading {mask_url(chosen.database_url)}",
         file=sys.stderr,
     )
     if args.workers > 1:

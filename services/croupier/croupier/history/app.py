@@ -375,6 +375,8 @@ def create_app(
             signed_in = sign_in.viewer(session) if session else None
         except Unauthorized:
             signed_in = None
+        if error is None and not _secure_context(request):
+            error = "Sign-in needs HTTPS here: browsers keep the Secure session cookie only then."
         response = _page(
             templates,
             request,
@@ -539,6 +541,19 @@ def _same_origin(request: Request) -> None:
     origin = request.headers.get("origin")
     if origin not in (None, "null") and urlsplit(origin).netloc != request.headers.get("host"):
         raise SignInRefused("a sign-in from another site", 403)
+
+
+_LOOPBACK: Final = ("localhost", "127.0.0.1", "::1")
+
+
+def _secure_context(request: Request) -> bool:
+    """Whether a browser keeps a Secure cookie from this request: HTTPS (a proxy's
+    ``X-Forwarded-Proto`` as uvicorn trusts it), or a loopback host."""
+    return request.url.scheme == "https" or request.url.hostname in (
+        "localhost",
+        "127.0.0.1",
+        "::1",
+    )
 
 
 def _equal(given: str, expected: str) -> bool:
