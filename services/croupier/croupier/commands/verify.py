@@ -48,8 +48,9 @@ def register(subparsers: Any) -> None:
         "verify",
         description="Walk the hash chain and the outbox; with --public-key (once per key) or "
         "--keyring also the signed heads, each against the key that signed it, and the "
-        "publish marks. Exit 1 and name every changed, removed, inserted, unsigned, "
-        "forged or missing row. A SQLite ledger file must exist.",
+        "publish marks; with --read-models also every row of the history and wager read "
+        "models against the ledger projected again. Exit 1 and name every changed, removed, "
+        "inserted, unsigned, forged or missing row. A SQLite ledger file must exist.",
     )
     add_ledger_argument(parser)
     parser.add_argument(
