@@ -182,7 +182,8 @@ async def test_the_players_round_page_says_how_to_have_the_round_checked(
     await load(browser, f"{site}/history/rounds/{TABLE_CH}/r-shared?token={player_token('p1')}")
     text = browser.find_element(By.TAG_NAME, "main").text
     assert "give support the round ID and this reference" in text
-    assert "croupier verify --read-models" in text
+    assert "prove that this page shows exactly what was recorded" in text
+    assert "croupier verify" not in text  # support's tool, not the player's
     assert "p2" not in text and "position 10" not in text  # nothing of the other player
     widths = browser.execute_script(
         "return [document.documentElement.scrollWidth, window.innerWidth]"

@@ -134,16 +134,15 @@ _UNCOUNTED: Final[dict[str, Any]] = dict.fromkeys(
 
 _PLAYER_HOW: Final = (
     "This round is settled in the ledger at position {position}. To have it checked, give "
-    "support the round ID and this reference: {reference}. Support open the round as the "
-    "ledger records it, check that this page shows exactly what the ledger holds "
-    "(`croupier verify --read-models`), and that no row up to the settlement was changed "
-    "(`croupier verify --anchor {reference}`)."
+    "support the round ID and this reference: {reference}. From the ledger itself, support "
+    "can then prove that this page shows exactly what was recorded, and that nothing up to "
+    "the settlement was changed since."
 )
 _SUPPORT_HOW: Final = (
     "The round's facts up to position {position} hash to facts_sha256; its reference is "
-    "{reference}. `croupier verify --read-models` checks that every player's page of it "
-    "shows what the ledger holds, `croupier verify --anchor {reference}` that no row up to "
-    "it was changed; the compliance role sees each fact's hash."
+    "{reference}. Run: croupier verify --read-models (every player's page of it shows what "
+    "the ledger holds), and croupier verify --anchor {reference} (no row up to it was "
+    "changed). The compliance role sees each fact's hash."
 )
 
 
@@ -470,9 +469,9 @@ def _verification(table_id: str, round_id: str, facts: Sequence[RecordedEvent]) 
         facts_sha256=facts_digest(positions, hashes),
         how=(
             "Each fact's hash is sha256(prev_hash + canonical row). Run "
-            f"`croupier verify --anchor {last.position}:{last.hash}` against the ledger: it "
+            f"croupier verify --anchor {last.position}:{last.hash} against the ledger: it "
             "walks the whole chain and fails if any row up to this one was changed, removed "
-            "or inserted. `croupier verify --read-models` folds every round again from these "
+            "or inserted. croupier verify --read-models folds every round again from these "
             "facts and names any row of the players' history that differs."
         ),
     )
