@@ -701,6 +701,27 @@ class LedgerSuite:
         assert f"another key ({rogue.public.key_id}), not in the keyring" in heads[0].detail
         assert report.rows("outbox_marks", "forged")
 
+    async def test_an_old_key_signing_after_its_turn_is_refused_and_named(
+        self, ledger_url: str
+    ) -> None:
+        rotated = await self.rotated(ledger_url)
+        top = rotated.second + 2
+        async with open_ledger(ledger_url, rotated.one) as old:  # no keyring: its range open
+            head = await old.read_all(top - 1, 1)
+            old.trust.head = (top, head[0].hash)  # forced past the handover check
+            await old.append([append("late", 0, 1)])
+        span = f"key {rotated.one.public.key_id} signs positions 1..{rotated.first} only"
+        async with open_ledger(ledger_url, rotated.three, rotated.keyring) as ours:
+            with pytest.raises(HeadNotSigned, match=re.escape(span)):
+                await ours.check_signing()
+        async with open_ledger(ledger_url) as auditor:
+            every = Keyring.of(*(k.public for k in (rotated.one, rotated.two, rotated.three)))
+            for keyring in (rotated.keyring, every):
+                report = await auditor.verify(keyring=keyring)
+                assert report.unsigned == [top + 1]
+                heads = [(p.position, p.detail) for p in report.problems if p.table != "events"]
+                assert heads == [(top + 1, span)], report.summary()
+
     async def test_a_handover_to_a_rogue_key_vouches_for_nothing(self, ledger_url: str) -> None:
         rotated = await self.rotated(ledger_url)
         rogue = LedgerKey.generate()
