@@ -10,6 +10,10 @@ Guarantees:
   fail is isolated, quarantined the same way, and never blocks the queue.
 - Transient faults (database or broker down) back off and retry without acking; readiness
   is false meanwhile. Nothing is lost: unacked deliveries stay with the broker.
+- A stop is never held up by a failure loop: a batch that is being retried, or isolated
+  and quarantined message by message, is given up when :meth:`FeedConsumer.stop` is
+  called (left unacknowledged: the broker delivers it again, and what of it committed
+  settles as a no-op then).
 - Nothing waits forever unseen: every ``reload_every`` s the open rounds are read back
   from the ledger (those another instance left open too; a search that starts at the
   ledger's open floor, so its cost does not grow with the ledger), and between batches
@@ -23,6 +27,7 @@ Guarantees:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections import Counter
@@ -71,6 +76,10 @@ def is_transient(error: BaseException) -> bool:
     so none is quarantined, and nothing is acknowledged until the head is one the key may
     append after."""
     return isinstance(error, (*_TRANSIENT, HeadNotSigned))
+
+
+class _GivenUp(Exception):
+    """Stopping: the batch in hand is left unacknowledged."""
 
 
 class FeedConsumer:
@@ -165,7 +174,15 @@ class FeedConsumer:
 
     async def _process(self, batch: Sequence[Delivery]) -> None:
         started = time.perf_counter()
-        report = await self._settle(batch)
+        try:
+            report = await self._settle(batch)
+        except _GivenUp:
+            log.warning(
+                "stopping in a failure loop: the batch in hand is left unacknowledged "
+                "for redelivery",
+                deliveries=len(batch),
+            )
+            return
         self.on_commit()  # the relay publishes results and dead letters now
         await self.source.finish_batch(batch)
         self._observe(report, len(batch), time.perf_counter() - started)
@@ -175,17 +192,27 @@ class FeedConsumer:
         while True:
             try:
                 report = await self._settle_or_isolate(batch)
+            except _GivenUp:
+                raise
             except Exception as error:
                 # A transient fault, or one while isolating: the quarantine itself could not
                 # be recorded, so the ledger is failing, not the message. Retry; never ack.
                 self._unhealthy(error, delay)
-                await asyncio.sleep(delay)
+                await self._back_off(delay)
                 delay = min(delay * 2, 5.0)
                 continue
             if not self.healthy:
                 log.info("settling again after a transient fault")
             self.healthy = True
             return report
+
+    async def _back_off(self, delay: float) -> None:
+        """Wait ``delay`` s before a retry; ``_GivenUp`` as soon as stopping."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(delay):
+                await self._stopping.wait()
+        if self._stopping.is_set():
+            raise _GivenUp
 
     async def _settle_or_isolate(self, batch: Sequence[Delivery]) -> BatchReport:
         try:
@@ -199,6 +226,8 @@ class FeedConsumer:
         """Settle one message at a time; quarantine the ones settlement itself fails on."""
         merged = BatchReport()
         for delivery in batch:
+            if self._stopping.is_set():
+                raise _GivenUp
             try:
                 report = await self._settle_one(delivery)
             except Exception as error:

@@ -34,6 +34,7 @@ Guarantees:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 import time
@@ -120,7 +121,9 @@ class OutboxRelay:
                 if self.healthy:
                     log.warning("relay fault; retrying", error=repr(error), retry_in=delay)
                 self.healthy = False
-                await asyncio.sleep(delay)
+                with contextlib.suppress(TimeoutError):  # backing off; a stop ends it
+                    async with asyncio.timeout(delay):
+                        await self._stopping.wait()
                 delay = min(delay * 2, 5.0)
                 continue
             if sent < self.batch:

@@ -5,6 +5,13 @@ the ledger schema check (start-up never migrates: ``croupier migrate`` is the ow
 broker connection and topology, relay, consumer.
 Stop order (SIGTERM): stop taking deliveries, finish and acknowledge the batch in hand,
 publish what the outbox holds, close.
+
+A stop takes at most ``STOP_SECONDS`` in every state, failure loops included (the database
+or the broker down, a batch retried or quarantined message by message, the relay stalled
+or refused, a signal during start-up): each step is bounded, and what does not finish in
+time is cancelled. Nothing is lost by that: a delivery not acknowledged goes back to the
+broker (and settles as a no-op if its batch did commit), a message not published stays in
+the outbox for the next relay.
 """
 
 from __future__ import annotations
@@ -12,6 +19,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+from collections.abc import Awaitable, Coroutine
+from typing import Any, Final, TypeVar
 
 import structlog
 
@@ -26,6 +35,15 @@ from croupier.settler import Settler
 from croupier.web import ProbeServer
 
 log = structlog.get_logger("croupier.service")
+
+#: Seconds :meth:`Service.stop` takes at most (``croupier serve`` exits within 10 s of SIGTERM).
+STOP_SECONDS: Final = 6.0
+#: Of which publishing what the outbox holds takes at most.
+DRAIN_SECONDS: Final = 3.0
+#: What is still running after a stop gets this long to wind down, then is abandoned.
+ABANDON_SECONDS: Final = 1.0
+
+T = TypeVar("T")
 
 
 class Service:
@@ -86,22 +104,32 @@ class Service:
         ]
         log.info("croupier serving", http_port=self.http_port)
 
-    async def stop(self) -> None:
-        """Graceful stop: the batch in hand is committed and acknowledged first."""
-        relay, consumer, watch, recorder, widen = self._tasks
-        watch.cancel()
-        recorder.cancel()
-        widen.cancel()
+    async def stop(self, within: float = STOP_SECONDS) -> None:
+        """Graceful stop within ``within`` seconds: the batch in hand is committed and
+        acknowledged first, then what the outbox holds is published, as far as time allows
+        (what is left is cancelled: see the module's guarantees). Safe to call after a
+        start that did not finish."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + within
+
+        def left(reserve: float = 0.0) -> float:
+            return max(0.0, deadline - loop.time() - reserve)
+
+        tasks = {task.get_name(): task for task in self._tasks}
+        for name in ("readiness", "dead-letter-recorder", "widen"):
+            if name in tasks:
+                tasks[name].cancel()
         self.metrics.ready.set(0)
-        await self.bus.stop_consuming()
+        await _within(left(DRAIN_SECONDS), "stop consuming", self.bus.stop_consuming())
         self.consumer.stop()
-        await consumer
+        if "feed-consumer" in tasks:
+            await _within(left(DRAIN_SECONDS), "the batch in hand", tasks["feed-consumer"])
         self.relay.stop()
-        await relay
-        with contextlib.suppress(Exception):
-            await self.relay.drain(timeout=5)
-        await self.probes.close()
-        await self.bus.close()
+        if "outbox-relay" in tasks:
+            await _within(left(2.0), "the relay", tasks["outbox-relay"])
+        await _within(min(DRAIN_SECONDS, left(1.0)), "the outbox", self.relay.drain(timeout=60))
+        await _within(left(0.5), "the probes", self.probes.close())
+        await _within(left(), "the broker connection", self.bus.close())
         self._tuning.close()
         log.info("croupier stopped")
 
@@ -167,12 +195,58 @@ class Service:
             await asyncio.sleep(every)
 
     async def serve_until_signalled(self, *, http_port: int) -> None:
-        """Run until SIGTERM or SIGINT, then stop gracefully."""
+        """Run until SIGTERM or SIGINT (start-up included), then stop gracefully."""
         stopping = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stopping.set)
-        await self.start(http_port=http_port)
-        await stopping.wait()
+        starting = asyncio.create_task(self.start(http_port=http_port), name="start")
+        signalled = asyncio.create_task(stopping.wait(), name="signalled")
+        await asyncio.wait({starting, signalled}, return_when=asyncio.FIRST_COMPLETED)
+        if not starting.done():
+            log.info("stop requested while starting")
+            starting.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await starting
+        elif starting.exception() is not None:
+            signalled.cancel()
+            await self.stop(within=2.0)
+            starting.result()  # raises what start-up raised
+        await signalled
         log.info("stop requested; finishing the batch in hand")
         await self.stop()
+
+
+async def _within(seconds: float, what: str, step: Awaitable[object]) -> None:
+    """Wait for one step of a stop for ``seconds`` at most, then cancel it without waiting
+    for it to wind down (a driver cancelling a call on a connection that answers nothing
+    can take as long as the call's own timeout); its failure is logged, not raised."""
+    task = asyncio.ensure_future(step)
+    done, _ = await asyncio.wait({task}, timeout=max(seconds, 0.0))
+    if not done:
+        task.cancel()
+        log.warning("stopping: gave up waiting", step=what, seconds=round(seconds, 2))
+    elif not task.cancelled() and task.exception() is not None:
+        log.warning("stopping: a step failed", step=what, error=repr(task.exception()))
+
+
+def run_to_stop(main: Coroutine[Any, Any, T], grace: float = ABANDON_SECONDS) -> T:
+    """``asyncio.run(main)``, except that tasks still running when ``main`` is done get
+    ``grace`` seconds to wind down after being cancelled, and are then abandoned with the
+    event loop: a stop's deadline holds whatever a driver does on cancellation."""
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(main)
+    finally:
+        try:
+            left = asyncio.all_tasks(loop)
+            for task in left:
+                task.cancel()
+            if left:
+                loop.run_until_complete(asyncio.wait(left, timeout=grace))
+            loop.run_until_complete(
+                asyncio.wait({loop.create_task(loop.shutdown_asyncgens())}, timeout=grace)
+            )
+        finally:
+            asyncio.set_event_loop(None)
+            loop.close()

@@ -12,7 +12,6 @@ why) when its key may not append after the ledger's head.
 from __future__ import annotations
 
 import argparse
-import asyncio
 from typing import Any
 
 from croupier.bus.amqp import AmqpBus
@@ -22,7 +21,7 @@ from croupier.errors import CommandError, reaching
 from croupier.ledger import HeadNotSigned, SchemaBehind, open_ledger
 from croupier.ledger.keyring import Keyring
 from croupier.ledger.signing import LedgerKey
-from croupier.service import Service
+from croupier.service import Service, run_to_stop
 
 
 def register(subparsers: Any) -> None:
@@ -50,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     assert key is not None
     keyring = signing_keyring(chosen.ledger_keyring, key)
     with reaching(ledger=chosen.database_url, broker=chosen.amqp_url):
-        asyncio.run(_serve(chosen, key, keyring, args.max_batch))
+        run_to_stop(_serve(chosen, key, keyring, args.max_batch))
     return 0
 
 

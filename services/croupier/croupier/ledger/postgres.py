@@ -118,6 +118,8 @@ SESSION_LIMITS: Final = {
 }
 #: The client gives up on a server that answers nothing (paused, partitioned) after this.
 COMMAND_TIMEOUT: Final = 20.0
+#: ``close`` waits this long for the pool to close gracefully, then closes its sockets.
+CLOSE_SECONDS: Final = 1.5
 
 #: What asyncpg raises for a fault that passes; callers see :class:`LedgerUnavailable`.
 TRANSIENT: Final = (
@@ -444,9 +446,14 @@ class PostgresLedger(Ledger):
         return bool(held == holder)
 
     async def close(self) -> None:
+        """Close the pool: gracefully for ``CLOSE_SECONDS`` at most (a database out of
+        reach never answers), then by closing the sockets."""
         async with self._pool_lock:
             if self._pool is not None:
-                await self._pool.close()
+                closing = asyncio.ensure_future(self._pool.close())
+                if not (await asyncio.wait({closing}, timeout=CLOSE_SECONDS))[0]:
+                    closing.cancel()
+                    self._pool.terminate()
                 self._pool = None
 
     @_reaching
