@@ -3,7 +3,8 @@
 A result the broker refuses is set aside, counted once and never blocks the ones after it;
 only the lease holder publishes, and another relay takes over when the holder stops
 renewing; rejections recorded in the ledger reach the dead-letter exchange exactly once,
-even when the process stops between the commit and the publish.
+even when the process stops between the commit and the publish; across key rotations each
+key's relay publishes what its predecessors left pending.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,8 @@ from croupier.bus import CODE_HEADER, REASON_HEADER, Outgoing
 from croupier.bus.memory import MemoryBus
 from croupier.deadletters import ORIGINAL_ROUTING_KEY
 from croupier.ledger import Ledger, open_ledger
+from croupier.ledger.keyring import KeyEntry, Keyring
+from croupier.ledger.signing import LedgerKey
 from croupier.metrics import Metrics
 from croupier.relay import OutboxRelay
 from croupier.results import message_id
@@ -154,3 +158,37 @@ async def test_an_event_held_then_rejected_is_dead_lettered_as_recorded(ledger: 
     assert letter.amqp_message_id == bet["event_id"]
     assert letter.routing_key == "t-held.bet.placed"
     assert letter.headers is not None and letter.headers[CODE_HEADER] == "stake_limits"
+
+
+async def test_settling_and_relaying_go_on_across_two_rotations(tmp_path: Path) -> None:
+    """What ``serve`` runs (the settler and the relay) under a first key, a second and a
+    third: each key's relay publishes what is pending from before its handover, once."""
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    keys = [LedgerKey.generate() for _ in range(3)]
+    keyring = Keyring.of(keys[0].public)
+    bus = MemoryBus()
+    got: list[str] = []
+    bus.subscribe("#", lambda message: got.append(message.message_id))
+    for n, key in enumerate(keys):
+        async with open_ledger(url, key, keyring) as ledger:
+            await ledger.migrate()
+            relay = OutboxRelay(ledger, bus, Metrics(), holder="restarted")
+            assert await relay.hold()
+            await relay.drain()  # what the previous key left pending
+            settler = Settler(ledger)
+            await settler.handle(deliveries(a_round(f"t{n}a", f"p{n}")))
+            await relay.drain()
+            await settler.handle(deliveries(a_round(f"t{n}b", f"p{n}")))  # left pending
+            if n < 2:
+                position = await ledger.rotate_key(keys[n + 1].public)
+                own = keyring.get(key.public.key_id)
+                assert own is not None
+                keyring = keyring.with_entry(replace(own, last=position))
+                keyring = keyring.with_entry(KeyEntry(keys[n + 1].public, position + 1))
+            else:
+                await relay.drain()
+            assert await ledger.set_aside_messages() == []
+    wanted = [message_id(f"t{n}{r}", "r1", f"p{n}", "EUR") for n in range(3) for r in "ab"]
+    assert sorted(got) == sorted(wanted)
+    async with open_ledger(url) as auditor:
+        assert (await auditor.verify(keyring=keyring)).ok
