@@ -17,9 +17,10 @@ Guarantees:
   the relay NOT READY (``stalled``) until it is gone.
 - Only what a recorded fact says goes out. For each outbox row the relay reads the event the
   row names (position and hash) as the chain vouches for it (with a signing key: linked row
-  by row up to a head this key signed). A settlement result is re-derived from that fact
-  (``results.outbox_rule``) and published as derived, only if the row is exactly it; a dead
-  letter must name that (rejection) fact. Any other row (forged, edited, naming an unsigned
+  by row up to a head a key of its keyring signed, outside a revoked key's part). A
+  settlement result is re-derived from that fact (``results.outbox_rule``) and published
+  as derived, only if the row is exactly it; a dead letter must name that (rejection)
+  fact. Any other row (forged, edited, naming an unsigned
   or rewritten event) is refused: set aside with the reason, logged, counted in
   ``croupier_results_refused``, never published. A dead letter must be exactly the dead
   letter of the chained rejection it names (``deadletters.letter_problem``): its code,
@@ -336,7 +337,10 @@ def _derived(
     """What to publish for ``message``, or why it is refused (``expected``: the messages
     ``event`` calls for, by id)."""
     if event is None:
-        return "its event is not in the chain under a head this service signed"
+        return (
+            "its event is not in the chain under a head a key of this service's keyring "
+            "signed (or lies where a revoked key signed)"
+        )
     if event.hash != message.event_hash:
         return f"it names event hash {message.event_hash[:16]}, the chain holds {event.hash[:16]}"
     if message.exchange == DEAD_LETTER_EXCHANGE:
