@@ -29,10 +29,15 @@ def register(subparsers: Any) -> None:
         "handover 'this key hands over to NEW after this position' to the ledger, and write "
         "the keyring: the key in use signs up to that position, the new one from the next. "
         "Stop every instance of the service first; then start them with the new key and "
-        "CROUPIER_LEDGER_KEYRING set to the keyring. Running it again is harmless.",
+        "CROUPIER_LEDGER_KEYRING set to the keyring. Running it again is harmless. See "
+        "docs/keys.md.",
     )
     rotate.add_argument(
-        "--to", type=_public_key, required=True, help="the new key's public half (keygen's .pub)"
+        "--to",
+        type=_public_key,
+        required=True,
+        metavar="NEW.pub",
+        help="the new key's public half (keygen's .pub)",
     )
     keyring_argument(rotate)
     add_ledger_argument(rotate)
@@ -44,6 +49,7 @@ def keyring_argument(parser: argparse.ArgumentParser) -> None:
         "--keyring",
         type=Path,
         default=None,
+        metavar="FILE",
         help="the keyring file to read and write (default: CROUPIER_LEDGER_KEYRING)",
     )
 

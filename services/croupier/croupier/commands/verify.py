@@ -62,12 +62,14 @@ def register(subparsers: Any) -> None:
         "--public-key",
         type=_public_key,
         action="append",
+        metavar="FILE",
         help="a ledger signing key's public half (croupier keygen): check signed heads and "
         "marks; give it once per key (old and new) after a rotation",
     )
     parser.add_argument(
         "--keyring",
         type=_keyring,
+        metavar="FILE",
         help="the keyring file (croupier rotate-key): every key with the positions it may "
         "sign, and its revocations",
     )
