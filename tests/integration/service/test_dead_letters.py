@@ -172,8 +172,17 @@ async def test_rejected_input_is_dead_lettered_with_its_reason_and_kept_in_the_l
 
     events = await ledger_events(postgres_database)
     kept = [e for e in events if e.stream == REJECTIONS_STREAM]
-    assert sorted(e.data["raw"] for e in kept) == sorted([malformed.body.decode(), line(bad_card)])
-    assert {e.data["code"] for e in kept} == {"not_json", "contract"}
+    assert [(e.data["raw"], e.data["code"]) for e in kept] == [
+        (malformed.body.decode(), "not_json")
+    ]
+    # the refused card reads as seq 1 of round r2: it is kept there, in its place
+    (refused,) = [e for e in events if e.stream == stream_name("t-dl", "r2")]
+    assert (refused.type, refused.data["raw"], refused.data["code"]) == (
+        REJECTED,
+        line(bad_card),
+        "contract",
+    )
+    assert (refused.data["seq"], refused.data["uses_seq"]) == (1, True)
     round_facts = [e for e in events if e.stream == stream_name("t-dl", "r1")]
     rejected = [e for e in round_facts if e.type == REJECTED]
     assert [e.data["event"]["event_id"] for e in rejected] == [wrong_call["event_id"]]
