@@ -359,6 +359,12 @@ class ContractError(ValueError):
         self.place = place
 
 
+def too_large(size: int) -> ContractError:
+    """The refusal of a message of ``size`` bytes, over ``MAX_BODY_BYTES`` (unread)."""
+    reason = f"message of {size:,} bytes; the contract allows at most {MAX_BODY_BYTES:,}"
+    return ContractError([reason], None, RejectionCode.TOO_LARGE)
+
+
 def parse_event(raw: bytes | str) -> FeedEvent:
     """Decode one feed message (JSON text) into its typed event, or raise ContractError.
 
@@ -368,8 +374,7 @@ def parse_event(raw: bytes | str) -> FeedEvent:
     """
     size = len(raw) if isinstance(raw, bytes) else len(raw.encode("utf-8", "surrogatepass"))
     if size > MAX_BODY_BYTES:
-        reason = f"message of {size:,} bytes; the contract allows at most {MAX_BODY_BYTES:,}"
-        raise ContractError([reason], None, RejectionCode.TOO_LARGE)
+        raise too_large(size)
     try:
         return FEED_EVENT_ADAPTER.validate_json(raw)
     except ValidationError as exc:

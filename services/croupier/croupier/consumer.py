@@ -5,6 +5,11 @@ Guarantees:
   exactly-once in the ledger thanks to idempotent appends).
 - Batches are processed one after another from a single-active-consumer queue, so prefetch
   never turns into concurrent reordering: each table's events keep their order.
+- Memory is bounded whatever the broker delivers: a body over the contract's maximum
+  (``MAX_BODY_BYTES``, checked on the raw bytes as it arrives, before any decode) is kept as
+  its first ``KEPT_BYTES`` with its size and SHA-256 (``croupier.bus.delivered``), never
+  parsed, and rejected ``too_large``; so the deliveries in hand hold at most prefetch x
+  ``KEPT_BYTES``, and a batch at most ``max_batch`` x ``KEPT_BYTES``.
 - Rejected input is recorded in the ledger with its dead letter in the outbox, in the same
   transaction; the relay publishes the dead letter. A message that makes settlement itself
   fail is isolated, quarantined the same way, and never blocks the queue.
@@ -118,7 +123,7 @@ class FeedConsumer:
         while not self._stopping.is_set():
             batch = await self._next_batch()
             if batch:
-                self.metrics.consumer_lag.set(event_age(batch[0].body))
+                self.metrics.consumer_lag.set(_age(batch[0]))
                 await asyncio.shield(self._process(batch))
             else:
                 self.metrics.consumer_lag.set(0)
@@ -233,7 +238,8 @@ class FeedConsumer:
             except Exception as error:
                 if is_transient(error):
                     raise
-                with structlog.contextvars.bound_contextvars(**context_ids(delivery.body)):
+                ids = context_ids(delivery.body) if delivery.oversize is None else {}
+                with structlog.contextvars.bound_contextvars(**ids):
                     log.exception("quarantining a message settlement fails on", tag=delivery.tag)
                 handled = await self.settler.quarantine(_inbound(delivery), error)
                 report = BatchReport(handled=[handled])
@@ -291,7 +297,14 @@ class FeedConsumer:
 
 
 def _inbound(delivery: Delivery) -> Inbound:
-    return Inbound(delivery.body, delivery.tag, delivery.routing_key, delivery.message_id)
+    return Inbound(
+        delivery.body, delivery.tag, delivery.routing_key, delivery.message_id, delivery.oversize
+    )
+
+
+def _age(delivery: Delivery) -> float:
+    """:func:`event_age` of a delivery; 0 for an over-size one, which is never parsed."""
+    return event_age(delivery.body) if delivery.oversize is None else 0.0
 
 
 def _log_rejection(handled: Handled) -> None:

@@ -18,6 +18,11 @@ the bytes whose SHA-256 keys the fact; of a rule rejection, an event whose finge
 fact records. ``LETTERS`` gives ``verify`` that rule and which rejections call for a letter
 (a missing one is reported). Rejections written before deliveries were recorded name none:
 their letters are bound to the delivery by the outbox id alone, and none is called for.
+
+Bounded whatever the message's size: the dead letter of a message over the contract's
+maximum carries its first ``KEPT_BYTES`` only, with its full ``size`` and ``sha256`` (in
+the letter, and published in the ``x-original-size`` and ``x-original-sha256`` headers),
+as the rejection fact keeps it; ``croupier redrive`` never re-publishes such a cut.
 """
 
 from __future__ import annotations
@@ -32,13 +37,17 @@ from typing import Any, Final
 from pydantic_core import from_json
 
 from contract.codes import BROKER_REASONS, RejectionCode
-from contract.feed import ContractError, parse_event
+from contract.feed import MAX_BODY_BYTES, ContractError, parse_event
 from croupier.bus import (
     CODE_HEADER,
     DEAD_LETTER_EXCHANGE,
+    KEPT_BYTES,
     ORIGINAL_ROUTING_KEY_HEADER,
     REASON_HEADER,
+    SHA256_HEADER,
+    SIZE_HEADER,
     Outgoing,
+    Oversize,
     Parked,
 )
 from croupier.facts import Fact
@@ -54,8 +63,6 @@ DEAD_LETTERED: Final = "feed.dead_lettered"
 ORIGINAL_ROUTING_KEY: Final = ORIGINAL_ROUTING_KEY_HEADER
 #: The dead-letter reason header is cut here (AMQP headers share one frame with the rest).
 MAX_REASON_HEADER: Final = 4000
-#: How much of a dead-lettered message the ledger keeps.
-MAX_KEPT_BYTES: Final = 64 * 1024
 
 
 def dead_letter(
@@ -65,8 +72,13 @@ def dead_letter(
     message_id: str | None,
     code: str,
     reason: str,
+    oversize: Oversize | None = None,
 ) -> OutboxMessage:
-    """The outbox message that dead-letters ``body``, rejected as ledger fact ``fact_key``."""
+    """The outbox message that dead-letters ``body``, rejected as ledger fact ``fact_key``.
+
+    With ``oversize``, ``body`` is the first ``KEPT_BYTES`` of a bigger message: the letter
+    keeps that much, and the whole message's size and SHA-256.
+    """
     delivery = f"{fact_key}\x00{routing_key}\x00{message_id or ''}".encode()
     outbox_id = "dead-letter:" + hashlib.sha256(delivery).hexdigest()[:40]
     letter: dict[str, Any] = {
@@ -80,6 +92,8 @@ def dead_letter(
         letter["text"] = body.decode("utf-8")
     except UnicodeDecodeError:
         letter["base64"] = base64.b64encode(body).decode("ascii")
+    if oversize is not None:
+        letter |= {"size": oversize.size, "sha256": oversize.sha256}
     return OutboxMessage(
         outbox_id, DEAD_LETTER_EXCHANGE, routing_key or "unknown", letter, fact_key
     )
@@ -95,6 +109,8 @@ def outgoing(message: PendingMessage) -> Outgoing:
         REASON_HEADER: str(letter["reason"])[:MAX_REASON_HEADER],
         ORIGINAL_ROUTING_KEY: str(letter["routing_key"]),
     }
+    if "size" in letter:
+        headers |= {SIZE_HEADER: str(letter["size"]), SHA256_HEADER: str(letter["sha256"])}
     return Outgoing(
         message.message_id,
         message.routing_key,
@@ -127,11 +143,14 @@ def letter_problem(
         "message_id": delivery_id,
     }:
         return f"it carries another delivery than the rejection at position {fact.position} records"
+    oversize = _oversize(letter)
+    if "size" in letter and oversize is None:
+        return "it is no dead letter"
     code, reason = data.get("code"), data.get("reason")
-    want = dead_letter(fact.key, raw, letter["routing_key"], delivery_id, code, reason)
+    want = dead_letter(fact.key, raw, letter["routing_key"], delivery_id, code, reason, oversize)
     if (want.message_id, want.routing_key, dict(want.body)) != (message_id, routing_key, letter):
         return f"it differs from the dead letter of the rejection at position {fact.position}"
-    if not _rejected_bytes(fact.key, data, raw):
+    if not _rejected_bytes(fact.key, data, raw, oversize):
         return f"its bytes are not the message rejected at position {fact.position}"
     return None
 
@@ -166,11 +185,31 @@ def _letter_bytes(letter: Mapping[str, Any]) -> bytes | None:
         return None
 
 
-def _rejected_bytes(key: str, data: Mapping[str, Any], raw: bytes) -> bool:
-    """Whether ``raw`` is the message the rejection fact (``key``, ``data``) keeps."""
+def _oversize(letter: Mapping[str, Any]) -> Oversize | None:
+    """The whole message's size and digest a cut letter names, or None (one is missing or
+    not of its type)."""
+    size, digest = letter.get("size"), letter.get("sha256")
+    if isinstance(size, int) and not isinstance(size, bool) and isinstance(digest, str):
+        return Oversize(size, digest)
+    return None
+
+
+def _rejected_bytes(
+    key: str, data: Mapping[str, Any], raw: bytes, oversize: Oversize | None
+) -> bool:
+    """Whether ``raw`` is the message the rejection fact (``key``, ``data``) keeps: the
+    whole of it, or (``oversize``) the first ``KEPT_BYTES`` of the message the fact names
+    by size and digest."""
+    if "raw" in data and oversize is not None:  # a contract rejection of a cut message
+        return (
+            len(raw) == KEPT_BYTES < oversize.size
+            and key.rpartition(":")[2] == oversize.sha256 == data.get("sha256")
+            and data.get("size") == oversize.size
+            and data["raw"] == raw.decode("utf-8", errors="replace")
+        )
     if "raw" in data:  # a contract rejection: keyed by the bytes' SHA-256
         return key.rpartition(":")[2] == hashlib.sha256(raw).hexdigest()
-    if "fingerprint" in data:  # a rule rejection: the event's fingerprint
+    if "fingerprint" in data and oversize is None:  # a rule rejection: the event's fingerprint
         try:
             return bool(received(parse_event(raw)).digest == data["fingerprint"])
         except ContractError:
@@ -190,7 +229,7 @@ def broker_fact(parked: Parked) -> Fact:
     where = "\x00".join((parked.message_id or "", parked.queue, reason))
     place = hashlib.sha256(where.encode()).hexdigest()[:16]
     data = {
-        "raw": parked.body[:MAX_KEPT_BYTES].decode("utf-8", errors="replace"),
+        "raw": parked.body[:KEPT_BYTES].decode("utf-8", errors="replace"),
         "size": len(parked.body),
         "sha256": digest,
         "event_id": _event_id(parked.body),
@@ -209,7 +248,10 @@ def broker_fact(parked: Parked) -> Fact:
 
 
 def _event_id(body: bytes) -> str | None:
-    """The body's ``event_id`` when it is a feed event's (parsed with the bounded parser)."""
+    """The body's ``event_id`` when it is a feed event's (parsed with the bounded parser;
+    a body over the contract's maximum is no event's and is not parsed)."""
+    if len(body) > MAX_BODY_BYTES:
+        return None
     try:
         data = from_json(body)
     except ValueError:

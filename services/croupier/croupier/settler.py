@@ -22,7 +22,8 @@ from typing import Any, Final
 
 from contract.canonical import canonical_json
 from contract.codes import RejectionCode
-from contract.feed import ContractError, FeedEvent, parse_event
+from contract.feed import ContractError, FeedEvent, parse_event, too_large
+from croupier.bus import KEPT_BYTES, Oversize, keep
 from croupier.deadletters import dead_letter
 from croupier.facts import Delivery, Fact, event_fact
 from croupier.ledger import Ledger, OutboxMessage, RecordedEvent, StreamAppend
@@ -35,21 +36,22 @@ from croupier.round import HELD, REJECTED, SETTLED, VOIDED, Round, Status, strea
 REJECTIONS_STREAM: Final = "rejections"
 ROUND_PREFIX: Final = "round:"
 _YIELD_EVERY: Final = 128  # messages decided between yields to the event loop
-#: How much of a refused message the ledger keeps (the whole of anything the contract reads).
-MAX_KEPT_BYTES: Final = 64 * 1024
 
 
 @dataclass(frozen=True, slots=True)
 class Inbound:
     """One feed message: its raw body and the caller's reference (line or delivery tag).
 
-    ``routing_key`` and ``message_id`` are the delivery's, kept on its dead letter.
+    ``routing_key`` and ``message_id`` are the delivery's, kept on its dead letter. With
+    ``oversize`` the message was over the contract's maximum and ``body`` is only its first
+    ``KEPT_BYTES``: it is rejected ``too_large`` unread.
     """
 
     body: bytes
     ref: int
     routing_key: str = ""
     message_id: str | None = None
+    oversize: Oversize | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +118,7 @@ class Settler:
         self._decided += 1
         work = Decided(number=self._decided)
         try:
+            batch = [_bounded(message) for message in batch]
             parsed = [_parse(message) for message in batch]
             places = [e if not isinstance(e, ContractError) else e.place for e in parsed]
             work.report.found_closed += await self.repository.load(
@@ -215,14 +218,15 @@ class Settler:
     async def quarantine(self, message: Inbound, error: BaseException) -> Handled:
         """Keep a message that settlement itself fails on, with the error, in the ledger."""
         self.forget()
+        message = _bounded(message)
         reason = f"settlement failed on this message: {error!r}"
         delivery = _delivery(message) if self.dead_letters else None
-        fact = _raw_rejection(message.body, RejectionCode.POISON, reason, None, delivery)
+        fact = _raw_rejection(message, RejectionCode.POISON, reason, None, delivery)
         letters = [self._letter(fact.key, message, RejectionCode.POISON, reason)]
         _, written = await self.ledger.append_with_new_keys(
             [StreamAppend(REJECTIONS_STREAM, None, [fact])], letters if self.dead_letters else []
         )
-        ids = context_ids(message.body)
+        ids = context_ids(message.body) if message.oversize is None else {}
         return Handled(
             message.ref,
             "rejected",
@@ -245,7 +249,7 @@ class Settler:
         """Record a message the contract refuses: at its place in its round when it has a
         free one there (the round goes on past it), else in the rejections stream."""
         delivery = _delivery(message) if self.dead_letters else None
-        kept = _raw_rejection(message.body, error.code, str(error), error.event_id, delivery)
+        kept = _raw_rejection(message, error.code, str(error), error.event_id, delivery)
         place = error.place
         if place is None or kept.key in work.raw_rejections:
             return [self._keep_malformed(message, error, kept, work)]
@@ -304,7 +308,8 @@ class Settler:
         )
 
     def _letter(self, key: str, message: Inbound, code: str, reason: str) -> OutboxMessage:
-        return dead_letter(key, message.body, message.routing_key, message.message_id, code, reason)
+        routing_key, message_id, cut = message.routing_key, message.message_id, message.oversize
+        return dead_letter(key, message.body, routing_key, message_id, code, reason, cut)
 
     def _dead_letter_rejected(self, fact: Fact, message: Inbound | None, work: Decided) -> Fact:
         """The rejection of an event with the delivery its dead letter carries recorded in
@@ -413,7 +418,19 @@ class Decided:
             self.versions[stream] += 1
 
 
+def _bounded(message: Inbound) -> Inbound:
+    """``message`` as kept: a body over the contract's maximum cut (a bus cuts it as it
+    arrives; a recorded feed's line is cut here), so a rejection and its dead letter keep
+    at most ``KEPT_BYTES`` of it."""
+    if message.oversize is not None:
+        return message
+    body, oversize = keep(message.body)
+    return message if oversize is None else replace(message, body=body, oversize=oversize)
+
+
 def _parse(message: Inbound) -> FeedEvent | ContractError:
+    if message.oversize is not None:
+        return too_large(message.oversize.size)
     try:
         return parse_event(message.body)
     except ContractError as error:
@@ -465,24 +482,27 @@ def _handled_fact(fact: Fact, ref: int = 0) -> Handled:
 
 
 def _raw_rejection(
-    body: bytes, code: str, reason: str, event_id: str | None, delivery: Delivery | None
+    message: Inbound, code: str, reason: str, event_id: str | None, delivery: Delivery | None
 ) -> Fact:
     """The fact keeping a refused message: its text, keyed by code and digest.
 
-    Bytes that are not UTF-8 are kept as U+FFFD. A message over ``MAX_KEPT_BYTES`` is kept
-    cut, with its ``size`` and ``sha256`` naming the original. With the ``delivery`` its
+    Bytes that are not UTF-8 are kept as U+FFFD. A message over ``KEPT_BYTES`` is kept
+    cut, with its ``size`` and ``sha256`` naming the original (an over-size delivery came
+    cut already, with both). With the ``delivery`` its
     dead letter carries (live), the fact records it and is keyed by it too: the same bytes
     delivered twice are two rejections, each with its dead letter; redelivered, one.
     """
-    digest = hashlib.sha256(body).hexdigest()
+    body = message.body
+    whole = message.oversize or Oversize(len(body), hashlib.sha256(body).hexdigest())
+    digest = whole.sha256
     data: dict[str, Any] = {
-        "raw": body[:MAX_KEPT_BYTES].decode("utf-8", errors="replace"),
+        "raw": body[:KEPT_BYTES].decode("utf-8", errors="replace"),
         "event_id": event_id,
         "code": code,
         "reason": reason,
     }
-    if len(body) > MAX_KEPT_BYTES:
-        data |= {"size": len(body), "sha256": digest}
+    if whole.size > KEPT_BYTES:
+        data |= {"size": whole.size, "sha256": digest}
     if delivery is None:
         return Fact(REJECTED, data, f"{code}:{digest}")
     where = f"{delivery['routing_key']}\x00{delivery['message_id'] or ''}".encode()

@@ -1,16 +1,18 @@
 """Bad input and bad luck on the live service: dead letters, quarantine, unroutable results.
 
-Malformed JSON, a contract-invalid event and a rule-rejected event each end in
-``croupier.dead-letter`` with their reason and code in headers, and are kept in the ledger
-(contract rejections in the ``rejections`` stream with the raw message, rule rejections in the
-round's stream as ``feed.rejected``). A message settlement itself fails on is quarantined the
-same way and the consumer goes on. A result no queue is bound for is counted, stays in the
-outbox, and is published once a queue is bound.
+Malformed JSON, a contract-invalid event, an over-size message and a rule-rejected event
+each end in ``croupier.dead-letter`` with their reason and code in headers (an over-size one
+as its first ``KEPT_BYTES`` with its size and SHA-256, left parked by ``croupier redrive``),
+and are kept in the ledger (contract rejections in the ``rejections`` stream with the raw
+message, rule rejections in the round's stream as ``feed.rejected``). A message settlement
+itself fails on is quarantined the same way and the consumer goes on. A result no queue is
+bound for is counted, stays in the outbox, and is published once a queue is bound.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -38,8 +40,11 @@ from croupier.bus import (
     CODE_HEADER,
     DEAD_LETTER_QUEUE,
     FEED_QUEUE,
+    KEPT_BYTES,
     REASON_HEADER,
     SETTLEMENTS_EXCHANGE,
+    SHA256_HEADER,
+    SIZE_HEADER,
 )
 from croupier.cli import main
 from croupier.deadletters import DEAD_LETTERED, DEAD_LETTERS_STREAM
@@ -368,6 +373,53 @@ async def test_what_the_broker_dead_letters_is_recorded_and_redriven(
         assert printed_json(capsys)["counts"]["redriven"] == 0
         round_facts = await ledger.read_stream(stream_name("t-limit", "r1"))
         assert round_facts[-1].type == SETTLED
+
+
+async def test_an_over_size_message_is_kept_and_dead_lettered_cut_and_never_redriven(
+    service: Service, amqp_vhost: str, postgres_database: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    await prepare_broker(amqp_vhost)
+    # 100 KiB, cut inside a two-byte character: the letter carries the cut as base64
+    huge = raw_message(b'{"event_id":"' + b"\xc3\xa9" * (50 * 1024) + b'"}')
+    torn = raw_message(b'{"event_id": "torn')
+    assert await publish([huge, torn], amqp_vhost) == 2
+
+    async def both_parked() -> bool:
+        return await _parked(amqp_vhost) == 2
+
+    await eventually(both_parked, 60, "both messages dead-lettered")
+    listing = ["redrive", "--amqp", amqp_vhost, "--all", "--dry-run", "--json"]
+    assert await asyncio.to_thread(main, listing) == 0
+    actions = {m["message_id"]: m["action"] for m in printed_json(capsys)["messages"]}
+    assert actions == {huge.event_id: "kept", torn.event_id: "would redrive"}
+
+    letters = {m.message_id: m for m in await take_dead_letters(amqp_vhost, 2)}
+    cut = letters[huge.event_id]
+    digest = hashlib.sha256(huge.body).hexdigest()
+    assert cut.body == huge.body[:KEPT_BYTES]
+    assert cut.headers[CODE_HEADER] == "too_large"
+    assert cut.headers[SIZE_HEADER] == str(len(huge.body))
+    assert cut.headers[SHA256_HEADER] == digest
+    assert letters[torn.event_id].body == torn.body
+    assert SIZE_HEADER not in letters[torn.event_id].headers
+
+    kept = {e.data["code"]: e for e in await ledger_events(postgres_database)}
+    assert kept["too_large"].data["raw"] == huge.body[:KEPT_BYTES].decode(errors="replace")
+    assert (kept["too_large"].data["size"], kept["too_large"].data["sha256"]) == (
+        len(huge.body),
+        digest,
+    )
+    assert kept["too_large"].key.endswith(digest)
+
+
+async def _parked(url: str) -> int:
+    connection = await aio_pika.connect(url, timeout=30)
+    try:
+        channel = await connection.channel()
+        queue = await channel.declare_queue(DEAD_LETTER_QUEUE, passive=True)
+        return queue.declaration_result.message_count or 0
+    finally:
+        await connection.close()
 
 
 def printed_json(capsys: pytest.CaptureFixture[str]) -> Any:

@@ -1,9 +1,11 @@
 """The relay publishes a dead letter only when it is exactly the dead letter of the chained
-rejection it names: bytes that are not UTF-8, bytes over what the ledger keeps, and a
-rule rejection's delivery all pass as written; any change is refused."""
+rejection it names: bytes that are not UTF-8, a message over the contract's maximum (its
+first ``KEPT_BYTES``, size and digest), and a rule rejection's delivery all pass as
+written; any change is refused."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -11,6 +13,7 @@ from pathlib import Path
 import pytest
 from croupier_feeds import RoundFeed, line
 
+from croupier.bus import KEPT_BYTES, SHA256_HEADER, SIZE_HEADER
 from croupier.bus.memory import MemoryBus
 from croupier.deadletters import letter_problem
 from croupier.ledger import Ledger, open_ledger
@@ -51,8 +54,25 @@ async def test_real_dead_letters_pass_and_changed_ones_do_not(ledger: Ledger) ->
             changed = {**letter.body, **change}
             changed.pop("base64" if "text" in change else "", None)
             assert letter_problem(fact, letter.message_id, letter.routing_key, changed)
+    (cut_letter,) = [m for m in letters if "size" in m.body]
+    fact = events[cut_letter.position]
+    for change in (
+        {"size": len(bodies[1]) + 1},
+        {"sha256": "0" * 64},
+        {"text": bodies[1][: KEPT_BYTES + 1].decode()},
+        {"text": bodies[1][: KEPT_BYTES - 1].decode()},
+    ):
+        changed = {**cut_letter.body, **change}
+        assert letter_problem(fact, cut_letter.message_id, cut_letter.routing_key, changed)
+    whole = {k: v for k, v in cut_letter.body.items() if k not in ("size", "sha256")}
+    assert letter_problem(fact, cut_letter.message_id, cut_letter.routing_key, whole)
     bus, metrics = MemoryBus(), Metrics()
     await OutboxRelay(ledger, bus, metrics).relay_once()
     assert len(bus.dead_letters) == 3
     assert bus.dead_letters[0].raw == b"\xff\xfe not utf-8"
+    cut = bus.dead_letters[1]  # over the contract's maximum: its first bytes, size and digest
+    assert cut.raw == bodies[1][:KEPT_BYTES]
+    assert cut.headers is not None
+    assert cut.headers[SIZE_HEADER] == str(len(bodies[1]))
+    assert cut.headers[SHA256_HEADER] == hashlib.sha256(bodies[1]).hexdigest()
     assert metrics.registry.get_sample_value("croupier_results_refused_total") in (None, 0.0)

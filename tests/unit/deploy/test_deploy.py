@@ -19,7 +19,9 @@ import pytest
 import yaml
 from prometheus_client import Metric
 
+from contract.feed import MAX_BODY_BYTES
 from croupier import bus
+from croupier.bus.amqp import AmqpBus
 from croupier.bus.topology import TOPOLOGY
 from croupier.config import DEFAULT_HTTP_PORT, Settings
 from croupier.metrics import Metrics
@@ -239,6 +241,27 @@ def test_rabbitmq_definitions_leave_the_service_topology_to_the_service() -> Non
     services = _load_yaml(DEPLOY / "compose.yaml")["services"]
     amqp = services["croupier"]["environment"]["CROUPIER_AMQP_URL"]
     assert amqp.split("//", 1)[1].split(":", 1)[0] in users
+
+
+def _rabbitmq_conf() -> dict[str, str]:
+    """deploy/rabbitmq/croupier.conf as the broker reads it: ``key = value`` lines."""
+    settings = {}
+    for row in (DEPLOY / "rabbitmq" / "croupier.conf").read_text().splitlines():
+        key, equals, value = row.split("#", 1)[0].partition("=")
+        if equals:
+            settings[key.strip()] = value.strip()
+    return settings
+
+
+def test_rabbitmq_refuses_messages_over_the_size_croupier_is_built_for() -> None:
+    mounts = _load_yaml(DEPLOY / "compose.yaml")["services"]["rabbitmq"]["volumes"]
+    assert "./rabbitmq/croupier.conf:/etc/rabbitmq/conf.d/20-croupier.conf:ro" in mounts
+    assert int(_rabbitmq_conf()["max_message_size"]) == bus.MAX_MESSAGE_BYTES
+    # The contract's maximum fits, with room: a little over it is recorded as too_large.
+    assert MAX_BODY_BYTES == bus.KEPT_BYTES < bus.MAX_MESSAGE_BYTES
+    # What serve holds of the feed at once stays small whatever the broker delivers.
+    assert AmqpBus("amqp://").prefetch * bus.KEPT_BYTES <= 32 * 2**20
+    assert bus.MAX_BATCH_BYTES <= 4 * 2**20
 
 
 # --------------------------------------------------------------------------- prometheus

@@ -16,12 +16,14 @@ exchange, routed by ``<currency>.<player_id>``.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Generic, TypeVar
 
+from contract.feed import MAX_BODY_BYTES
 from contract.publishing import SHORTSTR_MAX
 
 FEED_EXCHANGE: Final = "studio.feed"
@@ -39,9 +41,25 @@ DELIVERY_LIMIT: Final = 20
 #: append (bad configuration, the lock held elsewhere, a port in use) burns delivery
 #: attempts of this many messages only.
 INITIAL_PREFETCH: Final = 10
+#: The largest message the broker takes (``max_message_size`` in deploy/rabbitmq/croupier.conf):
+#: a result encoded larger is set aside (``too_long``) rather than published, since the
+#: broker would close the publishing channel on it.
+MAX_MESSAGE_BYTES: Final = 1024 * 1024
+#: The bytes of a feed message kept past its arrival: the whole of one the contract allows
+#: (at most ``MAX_BODY_BYTES``), the first ``KEPT_BYTES`` of a bigger one, named by its full
+#: size and SHA-256 (:class:`Oversize`). So the deliveries in hand hold at most
+#: prefetch x ``KEPT_BYTES``, whatever the broker lets through.
+KEPT_BYTES: Final = MAX_BODY_BYTES
+#: The feed bytes one batch (one ledger transaction) takes at most: 256 messages at the
+#: contract's maximum; the usual sub-kilobyte events still fill a batch of 1,000.
+MAX_BATCH_BYTES: Final = 256 * KEPT_BYTES
 REASON_HEADER: Final = "x-croupier-reason"
 CODE_HEADER: Final = "x-croupier-code"
 ORIGINAL_ROUTING_KEY_HEADER: Final = "x-original-routing-key"
+#: On the dead letter of an over-size message (which carries its first ``KEPT_BYTES``):
+#: the original's size in bytes and its SHA-256 in hex.
+SIZE_HEADER: Final = "x-original-size"
+SHA256_HEADER: Final = "x-original-sha256"
 
 
 T = TypeVar("T")
@@ -50,14 +68,18 @@ T = TypeVar("T")
 class Inbox(Generic[T]):
     """Deliveries as they arrive, taken in batches.
 
-    ``take`` waits for one, then for up to ``linger`` seconds more until the batch is full.
-    The taker is woken once per batch, not once per delivery.
+    ``take`` waits for one, then for up to ``linger`` seconds more until the batch is full:
+    ``max_items``, or (given ``weigh``) ``max_weight`` in all. The taker is woken once per
+    batch, not once per delivery.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, weigh: Callable[[T], int] | None = None, max_weight: int = 0) -> None:
         self._items: deque[T] = deque()
         self._ready = asyncio.Event()
         self._wanted = 1
+        self._weigh = weigh
+        self._max_weight = max_weight
+        self._weight = 0
 
     def __len__(self) -> int:
         return len(self._items)
@@ -65,8 +87,13 @@ class Inbox(Generic[T]):
     def put(self, item: T) -> None:
         """Hand over one delivery (a broker callback, or the in-process studio)."""
         self._items.append(item)
-        if len(self._items) >= self._wanted:
+        if self._weigh is not None:
+            self._weight += self._weigh(item)
+        if len(self._items) >= self._wanted or self._full():
             self._ready.set()
+
+    def _full(self) -> bool:
+        return self._weigh is not None and self._weight >= self._max_weight
 
     async def take(self, max_items: int, linger: float) -> list[T]:
         """Wait for one delivery, then take what arrives within ``linger`` s, up to a cap."""
@@ -74,7 +101,7 @@ class Inbox(Generic[T]):
             self._wanted = 1
             self._ready.clear()
             await self._ready.wait()
-        if len(self._items) < max_items and linger > 0:
+        if len(self._items) < max_items and not self._full() and linger > 0:
             self._wanted = max_items
             self._ready.clear()
             try:
@@ -83,7 +110,18 @@ class Inbox(Generic[T]):
             except TimeoutError:
                 pass
         items = self._items
-        return [items.popleft() for _ in range(min(max_items, len(items)))]
+        if self._weigh is None:
+            return [items.popleft() for _ in range(min(max_items, len(items)))]
+        taken = [items.popleft()]
+        weight = self._weigh(taken[0])
+        while items and len(taken) < max_items:
+            more = self._weigh(items[0])
+            if weight + more > self._max_weight:
+                break
+            taken.append(items.popleft())
+            weight += more
+        self._weight -= weight
+        return taken
 
 
 class BusError(Exception):
@@ -101,7 +139,8 @@ class Refused:
     """A message the broker will not take as it is: publishing it again cannot help.
 
     ``kind``: ``unroutable`` (no queue is bound for its routing key), ``too_long`` (a
-    routing key or header over AMQP's limits) or ``nacked`` (the broker refused it).
+    routing key or header over AMQP's limits, or a body over ``MAX_MESSAGE_BYTES``) or
+    ``nacked`` (the broker refused it).
     """
 
     message_id: str
@@ -110,8 +149,21 @@ class Refused:
 
 
 @dataclass(frozen=True, slots=True)
+class Oversize:
+    """A message over ``MAX_BODY_BYTES``: its full size and SHA-256 (hex), of which only
+    the first ``KEPT_BYTES`` were kept."""
+
+    size: int
+    sha256: str
+
+
+@dataclass(frozen=True, slots=True)
 class Delivery:
-    """One feed message as delivered; ``tag`` orders deliveries and acknowledges them."""
+    """One feed message as delivered; ``tag`` orders deliveries and acknowledges them.
+
+    ``oversize`` is set when the message was over ``MAX_BODY_BYTES``: ``body`` is then its
+    first ``KEPT_BYTES`` only, never to be parsed (see :func:`delivered`).
+    """
 
     body: bytes
     tag: int
@@ -119,6 +171,39 @@ class Delivery:
     message_id: str | None = None
     redelivered: bool = False
     handle: object = field(default=None, compare=False, repr=False)
+    oversize: Oversize | None = None
+
+
+def feed_inbox() -> Inbox[Delivery]:
+    """Where a bus keeps feed deliveries until taken: batches of at most ``MAX_BATCH_BYTES``."""
+    return Inbox(lambda delivery: len(delivery.body), MAX_BATCH_BYTES)
+
+
+def delivered(
+    body: bytes,
+    tag: int,
+    routing_key: str,
+    message_id: str | None = None,
+    redelivered: bool = False,
+    handle: object = None,
+) -> Delivery:
+    """A feed delivery as kept from the moment it arrives, before anything reads it.
+
+    The size is checked on the raw bytes first: a body over ``MAX_BODY_BYTES`` is kept as
+    its first ``KEPT_BYTES`` with its :class:`Oversize` (the rest is dropped here), so no
+    code downstream decodes it or holds more of it.
+    """
+    kept, oversize = keep(body)
+    return Delivery(kept, tag, routing_key, message_id, redelivered, handle, oversize)
+
+
+def keep(body: bytes) -> tuple[bytes, Oversize | None]:
+    """What is kept of a feed message: all of it when it is at most ``MAX_BODY_BYTES``
+    (checked on the raw bytes, before any decode), else its first ``KEPT_BYTES`` and its
+    :class:`Oversize`."""
+    if len(body) <= MAX_BODY_BYTES:
+        return body, None
+    return body[:KEPT_BYTES], Oversize(len(body), hashlib.sha256(body).hexdigest())
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,8 +6,10 @@ each delivery per message costs a plain callback instead of aio-pika's message o
 task, and a page of results goes out in one socket write (see :func:`publish_confirmed`)
 instead of one write and one task per message. Nothing is weakened on the way: every publish
 is confirmed by the broker, results are ``mandatory`` and a returned one is reported as
-:class:`~croupier.bus.Refused` (as is one nacked or too long to frame), messages are
-persistent with a stable ``message_id``.
+:class:`~croupier.bus.Refused` (as is one nacked, too long to frame, or over the broker's
+``max_message_size``: ``MAX_MESSAGE_BYTES``), messages are persistent with a stable
+``message_id``. A feed delivery over the contract's maximum is cut as it arrives
+(:func:`~croupier.bus.delivered`), so what waits in the inbox is bounded by the prefetch.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from croupier.bus import (
     DEAD_LETTER_RECORD_QUEUE,
     FEED_QUEUE,
     INITIAL_PREFETCH,
+    MAX_MESSAGE_BYTES,
     NACKED,
     ORIGINAL_ROUTING_KEY_HEADER,
     TOO_LONG,
@@ -43,6 +46,8 @@ from croupier.bus import (
     Outgoing,
     Parked,
     Refused,
+    delivered,
+    feed_inbox,
     unframeable,
 )
 from croupier.bus.topology import TOPOLOGY, Queue, Topology
@@ -90,7 +95,7 @@ class AmqpBus(Bus):
         self._connection: AbstractRobustConnection | None = None
         self._consume_channel: AbstractRobustChannel | None = None
         self._publish_channel: AbstractChannel | None = None
-        self._inbox: Inbox[DeliveredMessage] = Inbox()
+        self._inbox = feed_inbox()
         self._consuming = False
         self._consumer: tuple[aiormq.Channel, str] | None = None
         self._subscribing = asyncio.Lock()
@@ -200,7 +205,7 @@ class AmqpBus(Bus):
                 delay = min(delay * 2, 5.0)
 
     async def _receive(self, message: DeliveredMessage) -> None:
-        self._inbox.put(message)
+        self._inbox.put(_delivery(message))  # an over-size body is cut here, as it arrives
 
     async def _receive_parked(self, message: aio_pika.abc.AbstractIncomingMessage) -> None:
         self._parked.put(message)
@@ -225,14 +230,14 @@ class AmqpBus(Bus):
     async def next_batch(self, max_messages: int, linger: float) -> list[Delivery]:
         while True:
             batch = await self._inbox.take(max_messages, linger)
-            live = [m for m in batch if not m.channel.is_closed]
+            live = [d for d in batch if not cast(aiormq.Channel, d.handle).is_closed]
             if len(live) < len(batch):
                 log.warning(
                     "dropped deliveries of a closed channel; the broker delivers them again",
                     dropped=len(batch) - len(live),
                 )
             if live:
-                return [_delivery(message) for message in live]
+                return live
 
     async def finish_batch(self, batch: Sequence[Delivery]) -> None:
         if not batch:
@@ -250,14 +255,17 @@ class AmqpBus(Bus):
     async def publish(self, messages: Sequence[Outgoing]) -> list[Refused]:
         refused: list[Refused] = []
         sendable: list[Outgoing] = []
+        publications: list[Publication] = []
         for message in messages:
-            too_long = unframeable(message)
+            publication = _publication(message)
+            too_long = unframeable(message) or _over_maximum(publication)
             if too_long:
                 refused.append(Refused(message.message_id, TOO_LONG, too_long))
             else:
                 sendable.append(message)
+                publications.append(publication)
         try:
-            outcomes = await self._publish([_publication(m) for m in sendable])
+            outcomes = await self._publish(publications)
         except (aiormq.exceptions.AMQPError, aiormq.exceptions.ChannelInvalidStateError) as error:
             raise BusError(f"not published: {error!r}") from error
         failures = []
@@ -330,6 +338,15 @@ def _publication(message: Outgoing) -> Publication:
     )
 
 
+def _over_maximum(publication: Publication) -> str | None:
+    """Why the broker would refuse ``publication`` for its size (closing the channel), or
+    None."""
+    size = len(publication.body)
+    if size <= MAX_MESSAGE_BYTES:
+        return None
+    return f"a body of {size:,} bytes; the broker takes at most {MAX_MESSAGE_BYTES:,}"
+
+
 def as_parked(message: aio_pika.abc.AbstractIncomingMessage) -> Parked:
     """A dead-letter copy: the broker's reason, or None when Croupier dead-lettered it."""
     headers = message.headers or {}
@@ -359,11 +376,11 @@ def as_parked(message: aio_pika.abc.AbstractIncomingMessage) -> Parked:
 def _delivery(message: DeliveredMessage) -> Delivery:
     delivery = message.delivery
     assert isinstance(delivery, spec.Basic.Deliver)
-    return Delivery(
-        body=message.body,
-        tag=delivery.delivery_tag or 0,
-        routing_key=delivery.routing_key or "",
-        message_id=message.header.properties.message_id,
-        redelivered=bool(delivery.redelivered),
-        handle=message.channel,
+    return delivered(
+        message.body,
+        delivery.delivery_tag or 0,
+        delivery.routing_key or "",
+        message.header.properties.message_id,
+        bool(delivery.redelivered),
+        message.channel,
     )

@@ -14,6 +14,8 @@ from croupier.bus import (
     Outgoing,
     Parked,
     Refused,
+    delivered,
+    feed_inbox,
     unframeable,
 )
 
@@ -41,7 +43,7 @@ class MemoryBus(Bus):
     """
 
     def __init__(self) -> None:
-        self._inbox: Inbox[Delivery] = Inbox()
+        self._inbox = feed_inbox()
         self._tags = 0
         self._consuming = False
         self._bindings: list[tuple[str, Subscriber]] = []
@@ -56,7 +58,7 @@ class MemoryBus(Bus):
     async def publish_feed(self, routing_key: str, body: bytes, message_id: str | None) -> None:
         """What the studio publishes to ``studio.feed``."""
         self._tags += 1
-        self._inbox.put(Delivery(body, self._tags, routing_key, message_id))
+        self._inbox.put(delivered(body, self._tags, routing_key, message_id))
 
     def park(self, parked: Parked) -> None:
         """A copy of a dead letter for the recorder, as the broker's record queue hands it

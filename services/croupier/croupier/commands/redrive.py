@@ -4,7 +4,9 @@ Takes up to ``--limit`` messages off ``croupier.dead-letter``. Those the broker 
 (delivery limit, expiry, ...; the ledger records each as a ``feed.dead_lettered`` fact) are
 published to ``studio.feed`` again with their original routing key, body and message id,
 confirmed, then removed from the dead-letter queue. Croupier's own rejections stay parked
-(their verdict would not change) unless ``--all``. Idempotent: the service settles a
+(their verdict would not change) unless ``--all``; the dead letter of an over-size message,
+which carries only the first bytes of it (``x-original-size`` header), stays parked always.
+Idempotent: the service settles a
 message it has seen before as a no-op. ``--dry-run`` lists and changes nothing.
 
 ``--results`` publishes the messages the relay set aside instead, under the relay's own
@@ -27,6 +29,7 @@ from croupier.bus import (
     CODE_HEADER,
     DEAD_LETTER_QUEUE,
     FEED_EXCHANGE,
+    SIZE_HEADER,
     Outgoing,
 )
 from croupier.bus.amqp import AmqpBus, as_parked
@@ -117,8 +120,8 @@ async def _one(
     reason = str((message.headers or {}).get(CODE_HEADER)) if ours else str(copy.reason)
     routing_key = copy.routing_key
     listed = Listed(message.message_id, routing_key, reason, "kept")
-    if ours and not args.all:
-        return listed
+    if ours and (not args.all or SIZE_HEADER in (message.headers or {})):
+        return listed  # a cut letter is not the message: re-publishing it could only mislead
     if args.dry_run:
         listed.action = "would redrive"
         return listed
