@@ -227,7 +227,8 @@ class PrivateRabbitMQ(_Instance):
     ``url`` is its default vhost, guest/guest (allowed from loopback only, as by default).
     """
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, config: str = "") -> None:
+        """``config``: more ``rabbitmq.conf`` lines (``key = value``)."""
         self.user = "rabbitmq"
         self.directory = directory
         self.node = f"croupier-test-{secrets.token_hex(4)}@localhost"
@@ -236,7 +237,9 @@ class PrivateRabbitMQ(_Instance):
         self.url = f"amqp://guest:guest@127.0.0.1:{self.port}/"
         self._server = _binary(RABBITMQ_BIN, "rabbitmq-server", "rabbitmq-server")
         self._ctl = _binary(RABBITMQ_BIN, "rabbitmqctl", "rabbitmq-server")
-        (directory / "rabbitmq.conf").write_text(f"listeners.tcp.local = 127.0.0.1:{self.port}\n")
+        (directory / "rabbitmq.conf").write_text(
+            f"listeners.tcp.local = 127.0.0.1:{self.port}\n{config}"
+        )
         (directory / "enabled_plugins").write_text("[].\n")
         (directory / "rabbitmq-env.conf").write_text("")
         cookie = directory / ".erlang.cookie"
@@ -353,10 +356,11 @@ def private_postgres() -> Iterator[PrivatePostgres]:
 
 
 @contextlib.contextmanager
-def private_rabbitmq() -> Iterator[PrivateRabbitMQ]:
-    """A started private node; killed and deleted on the way out."""
+def private_rabbitmq(config: str = "") -> Iterator[PrivateRabbitMQ]:
+    """A started private node (``config``: more ``rabbitmq.conf`` lines); killed and deleted
+    on the way out."""
     directory = _scratch("croupier-rabbitmq-")
-    instance = PrivateRabbitMQ(directory)
+    instance = PrivateRabbitMQ(directory, config)
     try:
         instance.start()
         yield instance

@@ -1,5 +1,6 @@
 """The RabbitMQ bus on its own: pages of results, returns matched to the right messages,
-deliveries batched and acknowledged, and a consumer that comes back with its channel.
+deliveries batched and acknowledged, a consumer that comes back with its channel, and
+results too long to frame or over the broker's maximum size refused without closing it.
 """
 
 from __future__ import annotations
@@ -14,7 +15,14 @@ import pytest
 from service_harness import eventually
 
 from contract.publishing import WRITE_CHUNK
-from croupier.bus import FEED_EXCHANGE, SETTLEMENTS_EXCHANGE, TOO_LONG, UNROUTABLE, Outgoing
+from croupier.bus import (
+    FEED_EXCHANGE,
+    MAX_MESSAGE_BYTES,
+    SETTLEMENTS_EXCHANGE,
+    TOO_LONG,
+    UNROUTABLE,
+    Outgoing,
+)
 from croupier.bus.amqp import AmqpBus, declare_topology
 
 pytestmark = pytest.mark.integration
@@ -150,6 +158,27 @@ async def test_a_result_too_long_to_frame_is_refused_and_the_rest_published(
         assert await asyncio.wait_for(bus.publish(good), 10) == []  # confirms match their tags
         received = await _take(amqp_vhost, queue_name, 1 + len(good))
         assert [m.message_id for m in received] == [m.message_id for m in [first, *good]]
+    finally:
+        await bus.close()
+        await connection.close()
+
+
+async def test_a_result_over_the_brokers_maximum_is_refused_and_the_rest_published(
+    amqp_vhost: str,
+) -> None:
+    connection, queue_name = await _bound_queue(amqp_vhost, "#")
+    bus = AmqpBus(amqp_vhost)
+    await bus.connect()
+    try:
+        before, after = _outgoing("EUR", 1), _outgoing("EUR", 2)
+        huge = Outgoing("id-huge", "EUR.p1", {"bets": "b" * MAX_MESSAGE_BYTES})
+        (refused,) = await bus.publish([before, huge, after])
+        assert (refused.message_id, refused.kind) == ("id-huge", TOO_LONG)
+        assert f"{MAX_MESSAGE_BYTES:,}" in refused.reason
+        received = await _take(amqp_vhost, queue_name, 2)
+        assert [m.message_id for m in received] == [before.message_id, after.message_id]
+        assert bus.connected  # the publishing channel stays open
+        assert await asyncio.wait_for(bus.publish([_outgoing("EUR", 3)]), 10) == []
     finally:
         await bus.close()
         await connection.close()

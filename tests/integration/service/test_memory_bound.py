@@ -8,6 +8,9 @@ and, as a broker left at RabbitMQ's default would let through, beyond it. ``crou
 under the limit docs/feed.md states; the rounds settle; every refused body is kept in the
 ledger and dead-lettered bounded, an over-size one as its first ``KEPT_BYTES`` with its
 full size and SHA-256.
+
+A RabbitMQ node configured with deploy/rabbitmq/croupier.conf's ``max_message_size`` takes
+a message of ``MAX_MESSAGE_BYTES`` and refuses one byte more.
 """
 
 from __future__ import annotations
@@ -24,11 +27,13 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import aio_pika
+import aiormq
 import asyncpg
 import pytest
 from aio_pika.abc import AbstractIncomingMessage
 from conftest import rabbitmqctl
 from croupier_feeds import RoundFeed, line
+from private_services import private_rabbitmq
 from service_harness import eventually, prepare_broker, serve_process
 
 from contract.feed import MAX_BODY_BYTES
@@ -45,6 +50,8 @@ from studio.feed import FeedMessage
 from studio.publisher import publish
 
 pytestmark = pytest.mark.integration
+
+DEPLOY = Path(__file__).resolve().parents[3] / "deploy"
 
 #: The peak RSS docs/feed.md states for ``croupier serve`` through such a burst.
 RSS_LIMIT_MB = 300
@@ -255,3 +262,23 @@ async def assert_dead_letters_bounded(url: str, refused: list[FeedMessage]) -> N
         else:
             assert SIZE_HEADER not in headers
     assert len(letters) == len(refused)
+
+
+async def test_the_broker_as_deployed_refuses_a_message_over_its_maximum() -> None:
+    conf = (DEPLOY / "rabbitmq" / "croupier.conf").read_text().splitlines()
+    (limit,) = [row for row in conf if row.startswith("max_message_size")]
+    with private_rabbitmq(f"{limit}\n") as broker:
+        connection = await aio_pika.connect(broker.url, timeout=30)
+        try:
+            channel = await connection.channel(publisher_confirms=True)
+            queue = await channel.declare_queue("sizes", durable=True)
+            biggest = aio_pika.Message(b"x" * MAX_MESSAGE_BYTES)
+            await channel.default_exchange.publish(biggest, routing_key=queue.name)
+            over = aio_pika.Message(b"x" * (MAX_MESSAGE_BYTES + 1))
+            with pytest.raises(aiormq.exceptions.ChannelPreconditionFailed, match="max size"):
+                await channel.default_exchange.publish(over, routing_key=queue.name)
+            channel = await connection.channel()
+            declared = await channel.declare_queue("sizes", passive=True)
+            assert declared.declaration_result.message_count == 1
+        finally:
+            await connection.close()
