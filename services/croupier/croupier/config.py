@@ -41,8 +41,8 @@ CROUPIER_LEDGER_KEYRING   the keyring file of every key that signed the   the si
 Sizes are fixed, not configured (docs/feed.md, "Message sizes and memory"): a feed message
 is at most 16 KiB (a bigger one is kept as its first 16 KiB with its size and SHA-256 and
 rejected ``too_large``); ``serve`` takes at most 2,000 deliveries (the prefetch), so
-32 MiB of bodies, a batch at most 4 MiB of them whatever ``CROUPIER_MAX_BATCH`` says, and
-it stays under 300 MB resident; the broker refuses messages over 1 MiB
+32 MiB of bodies, a batch at most 2 MiB of them whatever ``CROUPIER_MAX_BATCH`` says, and
+it stays under 400 MB resident; the broker refuses messages over 1 MiB
 (deploy/rabbitmq/croupier.conf).
 
 The environment wins over ``.env``. An invalid value is a configuration error (exit 2) named

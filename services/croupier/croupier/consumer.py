@@ -9,7 +9,7 @@ Guarantees:
   (``MAX_BODY_BYTES``, checked on the raw bytes as it arrives, before any decode) is kept as
   its first ``KEPT_BYTES`` with its size and SHA-256 (``croupier.bus.delivered``), never
   parsed, and rejected ``too_large``; so the deliveries in hand hold at most prefetch x
-  ``KEPT_BYTES``, and a batch at most ``max_batch`` x ``KEPT_BYTES``.
+  ``KEPT_BYTES``, and a batch at most ``MAX_BATCH_BYTES`` of bodies.
 - Rejected input is recorded in the ledger with its dead letter in the outbox, in the same
   transaction; the relay publishes the dead letter. A message that makes settlement itself
   fail is isolated, quarantined the same way, and never blocks the queue.

@@ -54,7 +54,7 @@ pytestmark = pytest.mark.integration
 DEPLOY = Path(__file__).resolve().parents[3] / "deploy"
 
 #: The peak RSS docs/feed.md states for ``croupier serve`` through such a burst.
-RSS_LIMIT_MB = 300
+RSS_LIMIT_MB = 400
 PREFETCH = 2000
 ROUNDS = 20
 MAX_SIZE_REFUSED = 2000

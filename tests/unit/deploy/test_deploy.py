@@ -261,7 +261,7 @@ def test_rabbitmq_refuses_messages_over_the_size_croupier_is_built_for() -> None
     assert MAX_BODY_BYTES == bus.KEPT_BYTES < bus.MAX_MESSAGE_BYTES
     # What serve holds of the feed at once stays small whatever the broker delivers.
     assert AmqpBus("amqp://").prefetch * bus.KEPT_BYTES <= 32 * 2**20
-    assert bus.MAX_BATCH_BYTES <= 4 * 2**20
+    assert bus.MAX_BATCH_BYTES <= 2 * 2**20
 
 
 # --------------------------------------------------------------------------- prometheus

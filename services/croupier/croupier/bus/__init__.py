@@ -50,9 +50,9 @@ MAX_MESSAGE_BYTES: Final = 1024 * 1024
 #: size and SHA-256 (:class:`Oversize`). So the deliveries in hand hold at most
 #: prefetch x ``KEPT_BYTES``, whatever the broker lets through.
 KEPT_BYTES: Final = MAX_BODY_BYTES
-#: The feed bytes one batch (one ledger transaction) takes at most: 256 messages at the
-#: contract's maximum; the usual sub-kilobyte events still fill a batch of 1,000.
-MAX_BATCH_BYTES: Final = 256 * KEPT_BYTES
+#: The feed bytes one batch (one ledger transaction) takes at most: 128 messages at the
+#: contract's maximum; valid events (well under 2 KiB) still fill a batch of 1,000.
+MAX_BATCH_BYTES: Final = 128 * KEPT_BYTES
 REASON_HEADER: Final = "x-croupier-reason"
 CODE_HEADER: Final = "x-croupier-code"
 ORIGINAL_ROUTING_KEY_HEADER: Final = "x-original-routing-key"
