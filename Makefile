@@ -3,6 +3,11 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# Test workers: most tests wait on PostgreSQL, RabbitMQ and subprocesses, so four overlap
+# well on two cores; tests marked with an xdist_group run one after another on one worker.
+# PYTEST_WORKERS=0 runs in one process.
+PYTEST_WORKERS ?= 4
+PYTEST := $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup
 
 .PHONY: run test test-unit test-integration test-slow chaos soak soak-short bench bench-compare bench-history bench-history-drop lint typecheck contracts par integrity-tables services clean tools
 
@@ -18,7 +23,7 @@ run: $(STAMP)
 
 ## test: unit and integration tests (integration needs PostgreSQL and RabbitMQ; see `make services`)
 test: $(STAMP) tools
-	$(BIN)/pytest
+	$(PYTEST) --durations=25
 
 ## tools: what the tests need besides Python (promtool checks the Prometheus rules in deploy/;
 ## headless Chromium and chromedriver load the history pages)
@@ -33,11 +38,13 @@ tools:
 	  echo "  Debian/Ubuntu: sudo apt-get update && sudo apt-get install -y chromium chromium-driver"; \
 	  exit 2; }
 
+## test-unit: the unit tests, no services needed
 test-unit: $(STAMP)
-	$(BIN)/pytest tests/unit
+	$(PYTEST) tests/unit
 
+## test-integration: the integration and end-to-end tests (PostgreSQL and RabbitMQ)
 test-integration: $(STAMP)
-	$(BIN)/pytest tests/integration tests/e2e
+	$(PYTEST) tests/integration tests/e2e tests/chaos
 
 ## test-slow: exhaustive runs (all 133,784,560 seven-card hands, full PAR recomputation)
 test-slow: $(STAMP)

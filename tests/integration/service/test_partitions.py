@@ -41,7 +41,9 @@ from tcp_proxy import TcpProxy
 from croupier.ledger.postgres import APPEND_LOCK
 from studio.publisher import publish
 
-pytestmark = pytest.mark.integration
+#: Under ``make test``'s workers: this module's clocked takeovers run one after another with
+#: the other's (test_hangs, test_partitions), never against each other.
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("takeover")]
 
 #: What the service promises: a partitioned instance is replaced, the ledger free, within this.
 TAKEOVER_SECONDS = 15.0

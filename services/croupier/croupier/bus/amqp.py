@@ -15,6 +15,7 @@ is confirmed by the broker, results are ``mandatory`` and a returned one is repo
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Sequence
 from typing import Final, cast
@@ -174,7 +175,10 @@ class AmqpBus(Bus):
                 channel, tag = self._consumer
                 self._consumer = None
                 if not channel.is_closed:
-                    await channel.basic_cancel(tag)
+                    # a connection the broker just dropped delivers nothing more: there is
+                    # nothing left to cancel, and the stop goes on to close what is left
+                    with contextlib.suppress(aiormq.exceptions.AMQPError, ConnectionError):
+                        await channel.basic_cancel(tag)
 
     async def _subscribe(self) -> None:
         """Consume the feed queue on the consuming channel as it is now."""
