@@ -124,7 +124,7 @@ def _prometheus(tmp: Path, service_port: int, projector_port: int) -> Iterator[i
         yield port
     finally:
         process.terminate()
-        process.wait(timeout=30)
+        process.wait(timeout=120)  # a loaded host may take its time to finish a batch
 
 
 @contextmanager
@@ -140,7 +140,7 @@ def _projector(ledger_url: str, port: int, tmp: Path) -> Iterator[None]:
         yield
     finally:
         process.terminate()
-        process.wait(timeout=30)
+        process.wait(timeout=120)  # a loaded host may take its time to finish a batch
 
 
 def _query(port: int, expr: str) -> dict[str, Any]:
