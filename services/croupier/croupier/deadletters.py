@@ -22,7 +22,9 @@ their letters are bound to the delivery by the outbox id alone, and none is call
 Bounded whatever the message's size: the dead letter of a message over the contract's
 maximum carries its first ``KEPT_BYTES`` only, with its full ``size`` and ``sha256`` (in
 the letter, and published in the ``x-original-size`` and ``x-original-sha256`` headers),
-as the rejection fact keeps it; ``croupier redrive`` never re-publishes such a cut.
+as the rejection fact keeps it; ``croupier redrive`` never re-publishes such a cut. A copy
+the broker dead-lettered over that maximum arrives cut (``croupier.bus.keep``) and is
+recorded as its first ``KEPT_BYTES`` with its size and SHA-256 too.
 """
 
 from __future__ import annotations
@@ -225,14 +227,15 @@ def broker_fact(parked: Parked) -> Fact:
     """
     reason = parked.reason or "unknown"
     code = BROKER_REASONS.get(reason, RejectionCode.BROKER_REJECTED)
-    digest = hashlib.sha256(parked.body).hexdigest()
+    whole = parked.oversize or Oversize(len(parked.body), hashlib.sha256(parked.body).hexdigest())
+    digest = whole.sha256
     where = "\x00".join((parked.message_id or "", parked.queue, reason))
     place = hashlib.sha256(where.encode()).hexdigest()[:16]
     data = {
         "raw": parked.body[:KEPT_BYTES].decode("utf-8", errors="replace"),
-        "size": len(parked.body),
+        "size": whole.size,
         "sha256": digest,
-        "event_id": _event_id(parked.body),
+        "event_id": _event_id(parked.body) if parked.oversize is None else None,
         "routing_key": parked.routing_key,
         "message_id": parked.message_id,
         "queue": parked.queue,

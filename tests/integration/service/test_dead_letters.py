@@ -344,30 +344,36 @@ async def test_what_the_broker_dead_letters_is_recorded_and_redriven(
 ) -> None:
     await prepare_broker(amqp_vhost)
     events = a_round(RoundFeed("t-limit", "r1"))
-    assert await publish([feed_message(e) for e in events], amqp_vhost) == len(events)
-    await _nack_until_dead_lettered(amqp_vhost, len(events))  # delivery_limit, by the broker
+    huge = raw_message(b'{"pad":"' + b"h" * (100 * 1024) + b'"}', "t-limit.bet.placed")
+    messages = [*(feed_message(e) for e in events), huge]
+    assert await publish(messages, amqp_vhost) == len(messages)
+    await _nack_until_dead_lettered(amqp_vhost, len(messages))  # delivery_limit, by the broker
 
     async with open_ledger(postgres_database) as ledger, serving(ledger, amqp_vhost) as running:
 
         async def recorded() -> bool:
             facts = await ledger.read_stream(DEAD_LETTERS_STREAM)
-            return len(facts) == len(events)
+            return len(facts) == len(messages)
 
         await eventually(recorded, 60, "every broker dead letter recorded in the ledger")
         facts = await ledger.read_stream(DEAD_LETTERS_STREAM)
         assert {f.type for f in facts} == {DEAD_LETTERED}
         assert {f.data["code"] for f in facts} == {"delivery_limit"}
-        assert {f.data["message_id"] for f in facts} == {e["event_id"] for e in events}
-        assert {f.data["raw"] for f in facts} == {line(e) for e in events}
+        assert {f.data["message_id"] for f in facts} == {m.event_id for m in messages}
+        kept = huge.body[:KEPT_BYTES].decode()  # an over-size copy: its first bytes, named
+        assert {f.data["raw"] for f in facts} == {line(e) for e in events} | {kept}
+        (cut,) = [f.data for f in facts if f.data["raw"] == kept]
+        assert cut["size"] == len(huge.body)
+        assert cut["sha256"] == hashlib.sha256(huge.body).hexdigest() and cut["event_id"] is None
         assert "croupier redrive" in facts[0].data["reason"]
         text = await metrics_text(running)
-        assert labelled(text, "croupier_events_rejected_total", code="delivery_limit") == 8
+        assert labelled(text, "croupier_events_rejected_total", code="delivery_limit") == 9
 
         listed = await asyncio.to_thread(main, ["redrive", "--amqp", amqp_vhost, "--dry-run"])
-        assert listed == 0 and "8 would redrive" in capsys.readouterr().out
+        assert listed == 0 and "9 would redrive" in capsys.readouterr().out
         redrive = ["redrive", "--amqp", amqp_vhost, "--json"]
         assert await asyncio.to_thread(main, redrive) == 0
-        assert printed_json(capsys)["counts"]["redriven"] == 8
+        assert printed_json(capsys)["counts"]["redriven"] == 9
         await Wallet(amqp_vhost).wait_for([message_id("t-limit", "r1", "p1", "EUR")], 60)
         assert await asyncio.to_thread(main, redrive) == 0  # nothing left: idempotent
         assert printed_json(capsys)["counts"]["redriven"] == 0

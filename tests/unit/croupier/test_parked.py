@@ -1,18 +1,25 @@
 """What the broker dead-letters is recorded once and counted once per recorded fact, however
-often its copy reaches a recorder (a lost acknowledgement, another instance)."""
+often its copy reaches a recorder (a lost acknowledgement, another instance); a copy over the
+contract's maximum is cut as it arrives and recorded by its size and digest."""
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import aio_pika
 import pytest
+from aiormq.abc import DeliveredMessage
+from pamqp import commands as spec
+from pamqp.header import ContentHeader
 
-from croupier.bus import Parked
+from croupier.bus import KEPT_BYTES, Oversize, Parked
+from croupier.bus.amqp import AmqpBus
 from croupier.bus.memory import MemoryBus
-from croupier.deadletters import DEAD_LETTERED, DEAD_LETTERS_STREAM, record_parked
+from croupier.deadletters import DEAD_LETTERED, DEAD_LETTERS_STREAM, broker_fact, record_parked
 from croupier.ledger import Ledger, open_ledger
 from croupier.service import Service
 
@@ -76,3 +83,27 @@ async def test_of_instances_recording_the_same_copy_exactly_one_gets_the_fact(
     died_again = Parked(BODY, "t1.round.opened", "m-1", "delivery_limit", "croupier.feed", 2)
     (fact,) = await record_parked(ledger, [died_again, COPY])  # a later death is another fact
     assert fact.data["count"] == 2
+
+
+async def test_an_over_size_copy_is_cut_as_it_arrives_and_recorded_by_size_and_digest() -> None:
+    body = b'{"pad":"' + b"x" * 20_000 + b'"}'
+    digest = hashlib.sha256(body).hexdigest()
+    headers = {"x-first-death-reason": "delivery_limit", "x-first-death-queue": "croupier.feed"}
+    message = aio_pika.IncomingMessage(
+        DeliveredMessage(
+            delivery=spec.Basic.Deliver(consumer_tag="c", delivery_tag=1, routing_key="t1.x"),
+            header=ContentHeader(0, len(body), spec.Basic.Properties(headers=headers)),
+            body=body,
+            channel=None,
+        )
+    )
+    bus = AmqpBus("amqp://")
+    await bus._receive_parked(message)  # as the broker hands a copy over
+    (parked,) = await bus.next_parked(10)
+    assert message.body == b""  # kept to acknowledge it by, without its bytes
+    assert parked.body == body[:KEPT_BYTES]
+    assert parked.oversize == Oversize(len(body), digest)
+    fact = broker_fact(parked)
+    assert (fact.data["size"], fact.data["sha256"]) == (len(body), digest)
+    assert fact.data["raw"] == body[:KEPT_BYTES].decode() and fact.key.endswith(digest)
+    assert fact.data["event_id"] is None

@@ -212,7 +212,8 @@ class Parked:
 
     ``reason`` is the broker's (``x-first-death-reason``: ``delivery_limit``, ``expired``,
     ...) when the broker dead-lettered it, None when Croupier did (it carries
-    ``x-croupier-code``, and the ledger has it already).
+    ``x-croupier-code``, and the ledger has it already). With ``oversize`` the copy was over
+    ``MAX_BODY_BYTES`` and ``body`` is its first ``KEPT_BYTES`` only (see :func:`keep`).
     """
 
     body: bytes
@@ -222,6 +223,7 @@ class Parked:
     queue: str
     count: int
     handle: object = field(default=None, compare=False, repr=False)
+    oversize: Oversize | None = None
 
 
 @dataclass(frozen=True, slots=True)

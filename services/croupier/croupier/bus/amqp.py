@@ -49,6 +49,7 @@ from croupier.bus import (
     Refused,
     delivered,
     feed_inbox,
+    keep,
     unframeable,
 )
 from croupier.bus.topology import TOPOLOGY, Queue, Topology
@@ -92,7 +93,7 @@ class AmqpBus(Bus):
         self.prefetch = prefetch
         self.initial_prefetch = min(initial_prefetch, prefetch)
         self._widened = False
-        self._parked: Inbox[aio_pika.abc.AbstractIncomingMessage] = Inbox()
+        self._parked: Inbox[Parked] = Inbox()
         self._connection: AbstractRobustConnection | None = None
         self._consume_channel: AbstractRobustChannel | None = None
         self._publish_channel: AbstractChannel | None = None
@@ -212,10 +213,13 @@ class AmqpBus(Bus):
         self._inbox.put(_delivery(message))  # an over-size body is cut here, as it arrives
 
     async def _receive_parked(self, message: aio_pika.abc.AbstractIncomingMessage) -> None:
-        self._parked.put(message)
+        parked = as_parked(message)  # an over-size body is cut here, as it arrives
+        if isinstance(message, aio_pika.IncomingMessage):
+            message.body = b""  # kept to acknowledge it by; its bytes are in ``parked``
+        self._parked.put(parked)
 
     async def next_parked(self, max_messages: int) -> list[Parked]:
-        return [as_parked(m) for m in await self._parked.take(max_messages, 0.05)]
+        return await self._parked.take(max_messages, 0.05)
 
     async def finish_parked(self, batch: Sequence[Parked]) -> None:
         for parked in batch:
@@ -352,7 +356,8 @@ def _over_maximum(publication: Publication) -> str | None:
 
 
 def as_parked(message: aio_pika.abc.AbstractIncomingMessage) -> Parked:
-    """A dead-letter copy: the broker's reason, or None when Croupier dead-lettered it."""
+    """A dead-letter copy: the broker's reason, or None when Croupier dead-lettered it; a
+    body over the contract's maximum kept as a feed delivery's is (:func:`keep`)."""
     headers = message.headers or {}
     deaths = headers.get("x-death")
     death = deaths[0] if isinstance(deaths, list) and deaths and isinstance(deaths[0], dict) else {}
@@ -366,14 +371,16 @@ def as_parked(message: aio_pika.abc.AbstractIncomingMessage) -> Parked:
         or message.routing_key
         or ""
     )
+    body, oversize = keep(message.body)
     return Parked(
-        body=message.body,
+        body=body,
         routing_key=routing_key,
         message_id=message.message_id,
         reason=reason,
         queue=str(headers.get("x-first-death-queue") or death.get("queue", "")),
         count=int(str(death.get("count", 1) or 1)),
         handle=message,
+        oversize=oversize,
     )
 
 
