@@ -15,6 +15,7 @@ import subprocess
 import sys
 from collections import Counter
 from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import pytest
@@ -25,8 +26,11 @@ from croupier.projection import (
     Changes,
     CheckpointMoved,
     Column,
+    Mark,
     Projection,
     ReadModelStore,
+    Session,
+    Step,
     Table,
     open_store,
 )
@@ -110,6 +114,58 @@ class FailingProjection(CountingProjection):
             raise RuntimeError("the projector dies here")
 
 
+class FanOutProjection(Projection):
+    """Writes ``position % 23`` rows per event, and adds every event into one total row."""
+
+    name = "fan_out"
+    version = 1
+    tables = (
+        Table(
+            "fan_out",
+            (Column("position", "int"), Column("n", "int"), Column("stream", "text")),
+            key=("position", "n"),
+        ),
+        Table("fan_total", (Column("k", "text"), Column("events", "int")), key=("k",)),
+    )
+
+    def apply(self, events: Sequence[RecordedEvent], changes: Changes) -> None:
+        for record in events:
+            for n in range(record.position % 23):
+                changes.insert("fan_out", {"position": record.position, "n": n, "stream": "s"})
+            changes.upsert("fan_total", {"k": "all", "events": 1}, add=("events",))
+
+
+class Crash(Exception):
+    """The projector's process dying between two commits."""
+
+
+class CrashingStore(ReadModelStore):
+    """A real store whose process dies after ``commits`` commits."""
+
+    def __init__(self, store: ReadModelStore, commits: int) -> None:
+        self.store = store
+        self.dialect = store.dialect
+        self.left = commits
+
+    async def setup(self, projections: Sequence[Projection]) -> list[str]:
+        return await self.store.setup(projections)
+
+    async def marks(self, projections: Sequence[Projection]) -> dict[str, Mark]:
+        return await self.store.marks(projections)
+
+    async def commit(self, steps: Sequence[Step]) -> None:
+        if self.left == 0:
+            raise Crash()
+        self.left -= 1
+        await self.store.commit(steps)
+
+    async def reset(self, projections: Sequence[Projection]) -> None:
+        await self.store.reset(projections)
+
+    def session(self) -> AbstractAsyncContextManager[Session]:
+        return self.store.session()
+
+
 class ProjectionSuite:
     """Behaviour every read-model store must have; subclasses supply the database."""
 
@@ -129,9 +185,15 @@ class ProjectionSuite:
         await settle(ledger, studio_feed())
         return ledger
 
-    def projector(self, ledger: Ledger, *projections: Projection, batch: int = 97) -> Projector:
+    def projector(
+        self, ledger: Ledger, *projections: Projection, batch: int = 97, rows: int = 50_000
+    ) -> Projector:
         return Projector(
-            ledger, open_store(ledger), projections or (WagersProjection(),), batch=batch
+            ledger,
+            open_store(ledger),
+            projections or (WagersProjection(),),
+            batch=batch,
+            rows_per_commit=rows,
         )
 
     # -- the wagers read model -------------------------------------------------------
@@ -310,3 +372,50 @@ class ProjectionSuite:
         assert at < head, "the projector finished before it was killed: nothing was proven"
         assert await whole.catch_up() == head
         assert await dump(whole.store, WagersProjection()) == expected
+
+    # -- rows beyond one commit ------------------------------------------------------
+
+    async def test_facts_too_large_for_one_commit_are_written_in_pieces(
+        self, settled: Ledger
+    ) -> None:
+        whole = self.projector(settled, FanOutProjection(), CountingProjection())
+        await whole.setup()
+        head = await whole.catch_up()
+        expected = await dump(whole.store, FanOutProjection())
+        counted = await dump(whole.store, CountingProjection())
+        assert whole.pieces == 0
+
+        small = self.projector(settled, FanOutProjection(), CountingProjection(), rows=7)
+        await small.store.reset([FanOutProjection(), CountingProjection()])
+        assert await small.catch_up() == head
+        assert small.pieces == sum(1 for p in range(1, head + 1) if p % 23 + 1 > 7)
+        assert await dump(small.store, FanOutProjection()) == expected
+        assert await dump(small.store, CountingProjection()) == counted
+        assert sum(len(rows) for rows in expected.values()) > 7 * 50
+
+    async def test_a_crash_between_pieces_resumes_after_the_rows_written(
+        self, settled: Ledger
+    ) -> None:
+        whole = self.projector(settled, FanOutProjection())
+        await whole.setup()
+        head = await whole.catch_up(upto=300)
+        expected = await dump(whole.store, FanOutProjection())
+        await whole.store.reset([FanOutProjection()])
+        parts = set()
+        for commits in range(3, 10_000, 37):
+            crashing = Projector(
+                settled,
+                CrashingStore(open_store(settled), commits),
+                [FanOutProjection()],
+                batch=50,
+                rows_per_commit=5,
+            )
+            with pytest.raises(Crash):
+                await crashing.catch_up(upto=300)
+            (mark,) = (await crashing.store.marks([FanOutProjection()])).values()
+            parts.add(mark.part > 0)
+            if mark.position >= 250:
+                break
+        assert parts == {True, False}, "crashed both between facts and inside one"
+        assert await whole.catch_up(upto=300) == head == 300
+        assert await dump(whole.store, FanOutProjection()) == expected

@@ -27,7 +27,8 @@ a page shows can be re-derived from the ledger and compared (``croupier verify
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+import heapq
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Final
@@ -51,9 +52,6 @@ from croupier.ledger import RecordedEvent
 from croupier.round import ACCEPTED, HELD, REJECTED, SETTLED, VOIDED
 from holdem import Action, PayTable, PayTableError, Spot, Stage, load_paytable
 from holdem.schedule import play_spot
-
-#: A round's stream holds at most this many facts that recall will fold (a limit on work).
-MAX_FACTS: Final = 100_000
 
 _OUTCOME_WORDS: Final = {
     "win": "won",
@@ -82,7 +80,6 @@ def recall(table_id: str, round_id: str, facts: Sequence[RecordedEvent]) -> Roun
     """The whole round as recorded (``None`` when the stream is empty)."""
     if not facts:
         return None
-    assert len(facts) <= MAX_FACTS, f"round stream of {len(facts)} facts is over the limit"
     fold = _Fold(table_id, round_id)
     for fact in facts:
         assert fact.stream == f"round:{table_id}:{round_id}", "a fact of another stream"
@@ -101,29 +98,118 @@ def for_viewer(round_: RoundRecall, viewer: Viewer) -> RoundRecall | None:
         return _for_staff(round_, viewer.grants)
     if viewer.player_id not in participants(round_):
         return None
-    me = viewer.player_id
-    mine = {w.bet_id for w in round_.wagers if w.player_id == me}
-    antes = {w.bet_id for w in round_.wagers if w.player_id == me and w.spot == "ante"}
-    boxes = {w.box for w in round_.wagers if w.player_id == me}
-    return round_.model_copy(
-        update={
-            "wagers": [w for w in round_.wagers if w.bet_id in mine],
-            "decisions": [d for d in round_.decisions if d.ante_bet_id in antes],
-            "results": [r for r in round_.results if r.bet_id in mine],
-            "totals": [t for t in round_.totals if t.player_id == me],
-            "cards": round_.cards.model_copy(
-                update={"boxes": [b for b in round_.cards.boxes if b.box in boxes]}
-            ),
-            "jackpot": [],
-            "postings": [],
-            "timeline": [
-                t.model_copy(update=_UNCOUNTED)
-                for t in round_.timeline
-                if t.fact in (ACCEPTED, SETTLED, VOIDED) and _visible(t, me, mine, boxes)
-            ],
-            "verification": _for_player(round_.verification),
-        }
-    )
+    return _Cuts(round_).cut(viewer.player_id)
+
+
+def player_cuts(round_: RoundRecall) -> Iterator[tuple[str, RoundRecall]]:
+    """Each participant's cut (as :func:`for_viewer` gives it), in player order.
+
+    The round is indexed once, so all the cuts together cost what the round holds, not
+    players times that.
+    """
+    cuts = _Cuts(round_)
+    for player_id in sorted(cuts.players):
+        yield player_id, cuts.cut(player_id)
+
+
+class _Cuts:
+    """A round indexed by player: every wager, decision, result, total, box and fact of the
+    timeline under the players who may see it."""
+
+    def __init__(self, round_: RoundRecall) -> None:
+        self.round = round_
+        owner = {w.bet_id: w.player_id for w in round_.wagers}
+        self.players: dict[str, _Mine] = {}
+        for wager in round_.wagers:
+            self._mine(wager.player_id).add_wager(wager)
+        for decision in round_.decisions:
+            ante = owner.get(decision.ante_bet_id)
+            if ante is not None and decision.ante_bet_id in self.players[ante].antes:
+                self.players[ante].decisions.append(decision)
+        for result in round_.results:
+            if result.bet_id in owner:
+                self.players[owner[result.bet_id]].results.append(result)
+        for total in round_.totals:
+            if total.player_id in self.players:
+                self.players[total.player_id].totals.append(total)
+        on_box: dict[str, list[str]] = {}
+        for player_id, mine in self.players.items():
+            for box in mine.boxes:
+                on_box.setdefault(box, []).append(player_id)
+        self.public: list[int] = []
+        for index, entry in enumerate(round_.timeline):
+            if entry.fact not in (ACCEPTED, SETTLED, VOIDED):
+                continue
+            if entry.player_id is not None:
+                who = [entry.player_id] if entry.player_id in self.players else []
+            elif entry.bet_id is not None:
+                who = [owner[entry.bet_id]] if entry.bet_id in owner else []
+            elif entry.box is not None:
+                who = on_box.get(entry.box, [])
+            else:
+                self.public.append(index)
+                continue
+            for player_id in who:
+                mine = self.players[player_id]
+                if _visible(entry, player_id, mine.bets, mine.boxes):
+                    mine.timeline.append(index)
+        self.stripped: dict[int, Timeline] = {}
+        self.verification = _for_player(round_.verification)
+
+    def _mine(self, player_id: str) -> _Mine:
+        mine = self.players.get(player_id)
+        if mine is None:
+            mine = self.players[player_id] = _Mine()
+        return mine
+
+    def _entry(self, index: int) -> Timeline:
+        entry = self.stripped.get(index)
+        if entry is None:
+            entry = self.round.timeline[index].model_copy(update=_UNCOUNTED)
+            self.stripped[index] = entry
+        return entry
+
+    def cut(self, player_id: str) -> RoundRecall:
+        mine = self.players[player_id]
+        round_ = self.round
+        return round_.model_copy(
+            update={
+                "wagers": mine.wagers,
+                "decisions": mine.decisions,
+                "results": mine.results,
+                "totals": mine.totals,
+                "cards": round_.cards.model_copy(
+                    update={"boxes": [b for b in round_.cards.boxes if b.box in mine.boxes]}
+                ),
+                "jackpot": [],
+                "postings": [],
+                "timeline": [self._entry(i) for i in heapq.merge(self.public, mine.timeline)],
+                "verification": self.verification,
+            }
+        )
+
+
+class _Mine:
+    """What one player may see of a round, by index into it."""
+
+    __slots__ = ("antes", "bets", "boxes", "decisions", "results", "timeline", "totals", "wagers")
+
+    def __init__(self) -> None:
+        self.wagers: list[Wager] = []
+        self.bets: set[str] = set()
+        self.antes: set[str] = set()
+        self.boxes: set[str] = set()
+        self.decisions: list[Decision] = []
+        self.results: list[Result] = []
+        self.totals: list[Total] = []
+        self.timeline: list[int] = []
+
+    def add_wager(self, wager: Wager) -> None:
+        self.wagers.append(wager)
+        self.bets.add(wager.bet_id)
+        self.boxes.add(wager.box)
+        if wager.spot == "ante":
+            self.antes.add(wager.bet_id)
 
 
 #: What a player's timeline entries leave out: where each fact sits and when it was recorded.

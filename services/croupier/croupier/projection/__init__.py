@@ -16,6 +16,16 @@ Checkpoint in the same transaction
     projectors running at once, only one applies a batch; the other's commit is refused,
     and it reads the checkpoints again and goes on from there.
 
+Any round size
+    No transaction writes more than :data:`MAX_ROWS_PER_COMMIT` rows, and no fact the
+    ledger accepted is too large to project. A batch whose rows would be more is applied
+    fact by fact; a single fact whose rows are more (the settlement of a round of a hundred
+    thousand bets) is written in pieces of at most that many rows, each piece in its own
+    transaction with the checkpoint's ``part``: how many of that fact's rows are written.
+    A projection's rows for a fact come out in the same order every time (``apply`` is
+    pure), so a projector that resumes mid-fact applies it again and writes the rows after
+    ``part``. Readers may see such a fact's rows appear piece by piece.
+
 Rebuildable
     Read models are derived data, outside the hash chain: ``rebuild`` empties a
     projection's tables and sets its checkpoint to 0, and following the ledger again gives
@@ -39,7 +49,7 @@ one projection runs on both databases. Register a module in
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator, AsyncIterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
@@ -52,6 +62,7 @@ __all__ = [
     "CheckpointMoved",
     "Column",
     "Dialect",
+    "Mark",
     "Projection",
     "ProjectionError",
     "ReadModelStore",
@@ -66,8 +77,9 @@ Dialect = Literal["postgres", "sqlite"]
 ColumnType = Literal["text", "int"]
 Row = Mapping[str, Any]
 
-#: At most this many rows are written in one commit (a limit on every transaction).
-MAX_ROWS_PER_COMMIT: Final = 200_000
+#: At most this many rows are written in one commit (a limit on every transaction): a fact
+#: whose rows are more is written in pieces.
+MAX_ROWS_PER_COMMIT: Final = 50_000
 _NAME_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
 
 
@@ -148,6 +160,31 @@ class Changes:
     def size(self) -> int:
         return sum(map(len, self.inserts.values())) + sum(map(len, self.upserts.values()))
 
+    def pieces(self, rows: int, skip: int = 0) -> Iterator[tuple[Changes, int]]:
+        """These changes in order, ``rows`` at most per piece, leaving out the first ``skip``:
+        each piece with how many rows are written once it is."""
+        if rows < 1:
+            raise ProjectionError(f"a piece holds at least one row, not {rows}")
+        piece, done = Changes(), 0
+        for name, inserted in self.inserts.items():
+            for row in inserted:
+                done += 1
+                if done > skip:
+                    piece.insert(name, row)
+                    if piece.size == rows:
+                        yield piece, done
+                        piece = Changes()
+        for name, upserted in self.upserts.items():
+            for row, add in upserted:
+                done += 1
+                if done > skip:
+                    piece.upsert(name, row, add)
+                    if piece.size == rows:
+                        yield piece, done
+                        piece = Changes()
+        if piece.size:
+            yield piece, done
+
 
 class Projection(ABC):
     """A read model derived from the ledger; subclasses are pure (no I/O in ``apply``)."""
@@ -175,13 +212,28 @@ class Projection(ABC):
 
 
 @dataclass(frozen=True, slots=True)
+class Mark:
+    """A checkpoint: every fact up to ``position`` is applied, and of the next fact the
+    first ``part`` rows (0 unless that fact is being written in pieces)."""
+
+    position: int
+    part: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class Step:
-    """One projection's part of a commit: its checkpoint moves from ``after`` to ``upto``."""
+    """One projection's part of a commit: its checkpoint moves from ``after`` to ``upto``.
+
+    A piece of one fact's rows moves the checkpoint's part from ``part_after`` to
+    ``part_upto`` (``upto`` is then ``after``, or the fact's position once it is whole).
+    """
 
     projection: Projection
     after: int
     upto: int
     changes: Changes
+    part_after: int = 0
+    part_upto: int = 0
 
 
 class Session(ABC):
@@ -240,16 +292,21 @@ class ReadModelStore(ABC):
         Returns the names of projections (re)created, whose checkpoint is now 0.
         """
 
-    @abstractmethod
     async def checkpoints(self, projections: Sequence[Projection]) -> dict[str, int]:
-        """The committed checkpoint of each projection (after ``setup``)."""
+        """The committed checkpoint of each projection (after ``setup``): the last fact
+        wholly applied."""
+        return {name: mark.position for name, mark in (await self.marks(projections)).items()}
+
+    @abstractmethod
+    async def marks(self, projections: Sequence[Projection]) -> dict[str, Mark]:
+        """The committed checkpoint of each projection with its part (after ``setup``)."""
 
     @abstractmethod
     async def commit(self, steps: Sequence[Step]) -> None:
         """Write every step's changes and move its checkpoint, in one transaction.
 
         Raises :class:`CheckpointMoved` (nothing written) when a checkpoint is not at the
-        step's ``after``.
+        step's ``after`` and ``part_after``.
         """
 
     @abstractmethod

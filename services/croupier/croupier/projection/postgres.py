@@ -20,6 +20,7 @@ from croupier.ledger.postgres import PostgresLedger
 from croupier.projection import (
     CheckpointMoved,
     Dialect,
+    Mark,
     Projection,
     ProjectionError,
     ReadModelStore,
@@ -28,6 +29,7 @@ from croupier.projection import (
 )
 from croupier.projection.sql import (
     CHECKPOINTS,
+    PART_COLUMN,
     checkpoint_ddl,
     create_table,
     groups,
@@ -81,12 +83,12 @@ class PostgresStore(ReadModelStore):
                 await conn.execute("SELECT pg_advisory_xact_lock($1)", _SETUP_LOCK)
                 return await _setup(conn, projections)
 
-    async def checkpoints(self, projections: Sequence[Projection]) -> dict[str, int]:
+    async def marks(self, projections: Sequence[Projection]) -> dict[str, Mark]:
         names = [p.name for p in projections]
         rows = await (await self.ledger.pool()).fetch(
-            f"SELECT name, position FROM {CHECKPOINTS} WHERE name = ANY($1::text[])", names
+            f"SELECT name, position, part FROM {CHECKPOINTS} WHERE name = ANY($1::text[])", names
         )
-        found = {row[0]: row[1] for row in rows}
+        found = {row[0]: Mark(row[1], row[2]) for row in rows}
         missing = set(names) - set(found)
         if missing:
             raise ProjectionError(f"projections {sorted(missing)} are not set up: run setup first")
@@ -106,16 +108,20 @@ class PostgresStore(ReadModelStore):
     async def _commit(self, steps: Sequence[Step]) -> None:
         async with (await self.ledger.pool()).acquire() as conn, conn.transaction():
             names = [step.projection.name for step in steps]
+            # Read models are derived and rebuilt from the ledger: a commit need not wait for
+            # its WAL flush. A database crash loses the last commits whole, rows and
+            # checkpoint together, and they are projected again.
+            await conn.execute("SET LOCAL synchronous_commit = off")
             rows = await conn.fetch(
-                f"SELECT name, position FROM {CHECKPOINTS} WHERE name = ANY($1::text[]) "
+                f"SELECT name, position, part FROM {CHECKPOINTS} WHERE name = ANY($1::text[]) "
                 "ORDER BY name FOR UPDATE",
                 names,
             )
-            at = {row[0]: row[1] for row in rows}
+            at = {row[0]: Mark(row[1], row[2]) for row in rows}
             for step in steps:
-                actual = at.get(step.projection.name, -1)
-                if actual != step.after:
-                    raise CheckpointMoved(step.projection.name, step.after, actual)
+                actual = at.get(step.projection.name, Mark(-1))
+                if actual != Mark(step.after, step.part_after):
+                    raise CheckpointMoved(step.projection.name, step.after, actual.position)
                 await _write(conn, step)
 
     async def reset(self, projections: Sequence[Projection]) -> None:
@@ -124,7 +130,8 @@ class PostgresStore(ReadModelStore):
                 names = ", ".join(t.name for t in projection.tables)
                 await conn.execute(f"TRUNCATE {names}")
                 await conn.execute(
-                    f"UPDATE {CHECKPOINTS} SET position = 0 WHERE name = $1", projection.name
+                    f"UPDATE {CHECKPOINTS} SET position = 0, part = 0 WHERE name = $1",
+                    projection.name,
                 )
 
     @asynccontextmanager
@@ -199,6 +206,8 @@ async def _current(conn: Conn, projections: Sequence[Projection]) -> bool:
     """Whether every projection's tables exist at its version (then no DDL is needed)."""
     if await conn.fetchval("SELECT to_regclass($1)", CHECKPOINTS) is None:
         return False
+    if not await conn.fetchval(_HAS_PART, CHECKPOINTS):
+        return False
     rows = await conn.fetch(f"SELECT name, version FROM {CHECKPOINTS}")
     versions = {row[0]: row[1] for row in rows}
     for projection in projections:
@@ -210,9 +219,16 @@ async def _current(conn: Conn, projections: Sequence[Projection]) -> bool:
     return True
 
 
+_HAS_PART = (
+    "SELECT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = "
+    "current_schema() AND table_name = $1 AND column_name = 'part')"
+)
+
+
 async def _setup(conn: Conn, projections: Sequence[Projection]) -> list[str]:
     await conn.execute(_ROLES)
     await conn.execute(checkpoint_ddl("postgres"))
+    await conn.execute(f"ALTER TABLE {CHECKPOINTS} ADD COLUMN IF NOT EXISTS {PART_COLUMN}")
     await _grant(conn, CHECKPOINTS)
     rows = await conn.fetch(f"SELECT name, version, tables FROM {CHECKPOINTS}")
     stored = {row[0]: (row[1], row[2]) for row in rows}
@@ -226,7 +242,7 @@ async def _setup(conn: Conn, projections: Sequence[Projection]) -> list[str]:
             await conn.execute(
                 f"INSERT INTO {CHECKPOINTS} (name, version, position, tables) "
                 "VALUES ($1, $2, 0, $3) ON CONFLICT (name) DO UPDATE SET "
-                "version = excluded.version, position = 0, tables = excluded.tables",
+                "version = excluded.version, position = 0, part = 0, tables = excluded.tables",
                 projection.name,
                 projection.version,
                 names,
@@ -255,7 +271,8 @@ async def _write(conn: Conn, step: Step) -> None:
             sql = upsert_sql(table, columns, add, "postgres")
         await conn.execute(sql, *(list(column) for column in zip(*rows, strict=True)))
     await conn.execute(
-        f"UPDATE {CHECKPOINTS} SET position = $1 WHERE name = $2",
+        f"UPDATE {CHECKPOINTS} SET position = $1, part = $2 WHERE name = $3",
         step.upto,
+        step.part_upto,
         step.projection.name,
     )

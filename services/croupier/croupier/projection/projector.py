@@ -2,7 +2,9 @@
 
 One ledger page is read once for every projection behind the head; each projection gets
 the events after its own checkpoint, and all of their rows and checkpoints are committed
-in one transaction (see :mod:`croupier.projection` for the guarantees).
+in one transaction (see :mod:`croupier.projection` for the guarantees). A projection whose
+rows for the page are more than one commit may hold goes fact by fact, and a fact too large
+for one commit goes in pieces, so no round size stops a projection.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from croupier.projection import (
     MAX_ROWS_PER_COMMIT,
     Changes,
     CheckpointMoved,
+    Mark,
     Projection,
     ProjectionError,
     ReadModelStore,
@@ -48,16 +51,24 @@ class Projector:
         projections: Sequence[Projection],
         *,
         batch: int = DEFAULT_BATCH,
+        rows_per_commit: int = MAX_ROWS_PER_COMMIT,
     ) -> None:
         names = [p.name for p in projections]
         if not names or len(set(names)) != len(names):
             raise ProjectionError(f"projections need distinct names, got {names}")
         if not 0 < batch <= MAX_BATCH:
             raise ProjectionError(f"batch must be 1..{MAX_BATCH}, got {batch}")
+        if not 0 < rows_per_commit <= MAX_ROWS_PER_COMMIT:
+            raise ProjectionError(
+                f"rows per commit must be 1..{MAX_ROWS_PER_COMMIT}, got {rows_per_commit}"
+            )
         self.ledger = ledger
         self.store = store
         self.projections = tuple(projections)
         self.batch = batch
+        self.rows_per_commit = rows_per_commit
+        #: Facts this projector wrote in pieces (each too large for one commit).
+        self.pieces = 0
 
     async def setup(self) -> list[str]:
         """Create the read-model tables (see :meth:`ReadModelStore.setup`)."""
@@ -73,29 +84,92 @@ class Projector:
     ) -> int:
         """Apply every committed event up to ``upto`` (default: the head); the position reached."""
         target = await self.ledger.last_position() if upto is None else upto
-        at = await self.store.checkpoints(self.projections)
+        marks = await self.store.marks(self.projections)
         done = 0
-        while (low := min(at.values())) < target:
+        while (low := min(m.position for m in marks.values())) < target:
             events = await self.ledger.read_all(low, min(self.batch, target - low))
             if not events:
                 raise ProjectionError(f"the ledger has no events after {low}, below {target}")
             _check_page(events, low)
-            behind = [p for p in self.projections if at[p.name] < events[-1].position]
-            for projection in behind:
-                await projection.gather(_after(events, at[projection.name]), self.ledger)
-            steps = [self._step(p, at[p.name], events) for p in behind]
             try:
-                await self.store.commit(steps)
+                await self._apply(events, marks)
             except CheckpointMoved:  # another projector applied it: go on from where it is
-                at = await self.store.checkpoints(self.projections)
+                marks = await self.store.marks(self.projections)
                 continue
-            for step in steps:
-                at[step.projection.name] = step.upto
-                step.projection.committed(step.changes)
             done += len(events)
             if on_progress is not None:
-                on_progress(Progress(min(at.values()), target, done))
-        return min(at.values())
+                on_progress(Progress(min(m.position for m in marks.values()), target, done))
+        return min(m.position for m in marks.values())
+
+    async def _apply(self, events: Sequence[RecordedEvent], marks: dict[str, Mark]) -> None:
+        """Apply one ledger page to every projection behind its end, moving ``marks``.
+
+        Projections whose rows fit one commit are committed together; one whose rows do not
+        is applied fact by fact after them, and one mid-way through a fact finishes that
+        fact first (the next page starts where each has got to).
+        """
+        steps: list[Step] = []
+        oversized: list[tuple[Projection, list[RecordedEvent]]] = []
+        for projection in self.projections:
+            mark = marks[projection.name]
+            if mark.position >= events[-1].position:
+                continue
+            mine = _after(events, mark.position)
+            if mark.part:
+                oversized.append((projection, mine[:1]))
+                continue
+            await projection.gather(mine, self.ledger)
+            changes = Changes()
+            projection.apply(mine, changes)
+            if changes.size > self.rows_per_commit:
+                oversized.append((projection, mine))
+            else:
+                steps.append(Step(projection, mark.position, events[-1].position, changes))
+        await self._commit(steps, marks)
+        for projection, mine in oversized:
+            await self._fact_by_fact(projection, mine, marks)
+
+    async def _fact_by_fact(
+        self, projection: Projection, events: Sequence[RecordedEvent], marks: dict[str, Mark]
+    ) -> None:
+        """Apply ``events`` one commit each; a fact with too many rows, in pieces."""
+        for event in events:
+            mark = marks[projection.name]
+            await projection.gather([event], self.ledger)
+            changes = Changes()
+            projection.apply([event], changes)
+            if changes.size <= self.rows_per_commit and not mark.part:
+                await self._commit(
+                    [Step(projection, mark.position, event.position, changes)], marks
+                )
+                continue
+            for piece, written in changes.pieces(self.rows_per_commit, skip=mark.part):
+                whole = written == changes.size
+                step = Step(
+                    projection,
+                    mark.position,
+                    event.position if whole else mark.position,
+                    piece,
+                    part_after=marks[projection.name].part,
+                    part_upto=0 if whole else written,
+                )
+                await self._commit([step], marks, count=whole)
+            if marks[projection.name].position < event.position:  # nothing left after part
+                step = Step(projection, mark.position, event.position, Changes(), mark.part, 0)
+                await self._commit([step], marks)
+            self.pieces += 1
+
+    async def _commit(
+        self, steps: Sequence[Step], marks: dict[str, Mark], *, count: bool = True
+    ) -> None:
+        """Commit ``steps`` and move ``marks``; tell each projection once its fact is whole."""
+        if not steps:
+            return
+        await self.store.commit(steps)
+        for step in steps:
+            marks[step.projection.name] = Mark(step.upto, step.part_upto)
+            if count:
+                step.projection.committed(step.changes)
 
     async def follow(self, stop: asyncio.Event, idle: float = 0.2) -> None:
         """Catch up, then keep following the ledger until ``stop`` is set."""
@@ -109,11 +183,6 @@ class Projector:
         mine = _after(events, after)
         changes = Changes()
         projection.apply(mine, changes)
-        if changes.size > MAX_ROWS_PER_COMMIT:
-            raise ProjectionError(
-                f"projection {projection.name} wrote {changes.size} rows for one batch "
-                f"(limit {MAX_ROWS_PER_COMMIT}): use a smaller batch"
-            )
         return Step(projection, after, events[-1].position, changes)
 
 

@@ -35,15 +35,11 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from croupier.history.models import PlayerRound, Result, RoundRecall
-from croupier.history.recall import for_viewer, participants, paytable_of, recall, why_paid
-from croupier.history.viewer import Viewer
+from croupier.history.recall import paytable_of, player_cuts, recall, why_paid
 from croupier.ledger import Ledger, RecordedEvent
 from croupier.projection import Changes, Column, Projection, Table
 from croupier.round import ACCEPTED, SETTLED, VOIDED
 from holdem import PayTable
-
-#: A closed round yields at most this many results (a round can seat thousands of players).
-MAX_RESULTS: Final = 100_000
 
 
 def _text(name: str, nullable: bool = False) -> Column:
@@ -121,6 +117,7 @@ class RoundsProjection(Projection):
     async def gather(self, events: Sequence[RecordedEvent], ledger: Ledger) -> None:
         """The earlier facts of each round that closes in ``events``."""
         closing = {e.stream for e in events if e.stream.startswith("round:") and _closes(e)}
+        closing -= {e.stream for e in events if e.version == 1}  # whole rounds: nothing earlier
         first = events[0].position if events else 0
         streams = await ledger.read_streams(sorted(closing)) if closing else {}
         self._earlier = {
@@ -179,19 +176,15 @@ def _closed(event: RecordedEvent, facts: list[RecordedEvent], changes: Changes) 
     }
     assert event.stream == f"round:{common['table_id']}:{common['round_id']}", event.stream
     changes.insert(ROUNDS.name, common)
-    results = data["results"]
-    assert len(results) <= MAX_RESULTS, f"a round with {len(results)} results"
     whole = recall(common["table_id"], common["round_id"], facts)
     assert whole is not None and whole.closed_position == event.position, "folded to its close"
     seen: dict[str, RoundRecall] = {}
-    for player_id in sorted(participants(whole)):
-        shown = for_viewer(whole, Viewer(player_id=player_id))
-        assert shown is not None, "a participant sees the round"
+    for player_id, shown in player_cuts(whole):
         seen[player_id] = shown
         document = shown.model_dump_json()
         changes.insert(RECALLS.name, {**_key(common), "player_id": player_id, "document": document})
     owners: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for line in results:
+    for line in data["results"]:
         owners.setdefault((line["player_id"], line["currency"]), []).append(_wager(line, table))
     for (player_id, currency), wagers in owners.items():
         stake = sum(w["stake"] for w in wagers)

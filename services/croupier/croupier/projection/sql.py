@@ -25,8 +25,13 @@ def checkpoint_ddl(dialect: Dialect) -> str:
     return (
         f"CREATE TABLE IF NOT EXISTS {CHECKPOINTS} (name {text} PRIMARY KEY, "
         f"version {integer} NOT NULL, position {integer} NOT NULL CHECK (position >= 0), "
-        f"tables {text} NOT NULL)"
+        f"tables {text} NOT NULL, {PART_COLUMN})"
     )
+
+
+#: The rows of the fact after ``position`` already written (a fact written in pieces);
+#: added to checkpoint tables made before it.
+PART_COLUMN: Final = "part bigint NOT NULL DEFAULT 0 CHECK (part >= 0)"
 
 
 def create_table(table: Table, dialect: Dialect) -> list[str]:

@@ -19,6 +19,7 @@ from croupier.ledger.sqlite import SqliteLedger
 from croupier.projection import (
     CheckpointMoved,
     Dialect,
+    Mark,
     Projection,
     ProjectionError,
     ReadModelStore,
@@ -27,6 +28,7 @@ from croupier.projection import (
 )
 from croupier.projection.sql import (
     CHECKPOINTS,
+    PART_COLUMN,
     checkpoint_ddl,
     create_table,
     groups,
@@ -48,11 +50,11 @@ class SqliteStore(ReadModelStore):
     async def setup(self, projections: Sequence[Projection]) -> list[str]:
         return await self.ledger.run_writing(lambda conn: _transaction(conn, _setup, projections))
 
-    async def checkpoints(self, projections: Sequence[Projection]) -> dict[str, int]:
+    async def marks(self, projections: Sequence[Projection]) -> dict[str, Mark]:
         names = [p.name for p in projections]
-        sql = f"SELECT name, position FROM {CHECKPOINTS}"
+        sql = f"SELECT name, position, part FROM {CHECKPOINTS}"
         rows = await self.ledger.run_reading(lambda conn: conn.execute(sql).fetchall())
-        found = {name: position for name, position in rows if name in names}
+        found = {name: Mark(position, part) for name, position, part in rows if name in names}
         missing = set(names) - set(found)
         if missing:
             raise ProjectionError(f"projections {sorted(missing)} are not set up: run setup first")
@@ -151,6 +153,9 @@ def _transaction(
 
 def _setup(conn: sqlite3.Connection, projections: Sequence[Projection]) -> list[str]:
     conn.execute(checkpoint_ddl("sqlite"))
+    columns = {row[1] for row in conn.execute(f"PRAGMA table_info({CHECKPOINTS})")}
+    if "part" not in columns:
+        conn.execute(f"ALTER TABLE {CHECKPOINTS} ADD COLUMN {PART_COLUMN}")
     stored = {
         name: (version, tables)
         for name, version, tables in conn.execute(
@@ -167,7 +172,7 @@ def _setup(conn: sqlite3.Connection, projections: Sequence[Projection]) -> list[
             conn.execute(
                 f"INSERT INTO {CHECKPOINTS} (name, version, position, tables) VALUES (?, ?, 0, ?) "
                 "ON CONFLICT (name) DO UPDATE SET version = excluded.version, position = 0, "
-                "tables = excluded.tables",
+                "part = 0, tables = excluded.tables",
                 (projection.name, projection.version, names),
             )
             created.append(projection.name)
@@ -180,11 +185,11 @@ def _setup(conn: sqlite3.Connection, projections: Sequence[Projection]) -> list[
 def _commit(conn: sqlite3.Connection, steps: Sequence[Step]) -> None:
     for step in steps:
         row = conn.execute(
-            f"SELECT position FROM {CHECKPOINTS} WHERE name = ?", (step.projection.name,)
+            f"SELECT position, part FROM {CHECKPOINTS} WHERE name = ?", (step.projection.name,)
         ).fetchone()
-        actual = -1 if row is None else row[0]
-        if actual != step.after:
-            raise CheckpointMoved(step.projection.name, step.after, actual)
+        actual = Mark(-1) if row is None else Mark(row[0], row[1])
+        if actual != Mark(step.after, step.part_after):
+            raise CheckpointMoved(step.projection.name, step.after, actual.position)
         for table, columns, add, rows in groups(step.projection.tables, step.changes):
             if add is None:
                 sql = insert_sql(table, columns, "sqlite")
@@ -192,8 +197,8 @@ def _commit(conn: sqlite3.Connection, steps: Sequence[Step]) -> None:
                 sql = upsert_sql(table, columns, add, "sqlite")
             conn.executemany(sql, rows)
         conn.execute(
-            f"UPDATE {CHECKPOINTS} SET position = ? WHERE name = ?",
-            (step.upto, step.projection.name),
+            f"UPDATE {CHECKPOINTS} SET position = ?, part = ? WHERE name = ?",
+            (step.upto, step.part_upto, step.projection.name),
         )
 
 
@@ -201,4 +206,6 @@ def _reset(conn: sqlite3.Connection, projections: Sequence[Projection]) -> None:
     for projection in projections:
         for table in projection.tables:
             conn.execute(f"DELETE FROM {table.name}")
-        conn.execute(f"UPDATE {CHECKPOINTS} SET position = 0 WHERE name = ?", (projection.name,))
+        conn.execute(
+            f"UPDATE {CHECKPOINTS} SET position = 0, part = 0 WHERE name = ?", (projection.name,)
+        )
