@@ -18,6 +18,7 @@ MODULES = (
     "bench.replay",
     "bench.service",
     "bench.history",
+    "bench.projection",
     "bench.logs",
     "bench.reconcile",
     "bench.integrity",

@@ -79,6 +79,9 @@ async def _project(args: argparse.Namespace) -> int:
         print(
             f"read models at ledger position {position}: {', '.join(p.name for p in projections)}"
         )
+        if projector.pieces:
+            written = (f"{n} fact{'s' * (n > 1)} ({name})" for name, n in projector.pieces.items())
+            print(f"written in pieces: {', '.join(written)}")
         if args.follow:
             stop = asyncio.Event()
             loop = asyncio.get_running_loop()

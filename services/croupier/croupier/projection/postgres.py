@@ -1,8 +1,9 @@
 """Read models in the PostgreSQL ledger's database, through the ledger's connection pool.
 
 A commit locks the checkpoint rows it moves (``SELECT ... FOR UPDATE``) and checks they
-are where the batch started, so two projectors never both apply a batch; rows go in with
-one ``unnest`` statement per table and shape. ``setup`` makes the roles
+are where the batch started, so two projectors never both apply a batch; inserted rows go
+in with COPY (a few with one ``unnest`` statement) and upserts with one ``unnest`` statement
+per table and shape. ``setup`` makes the roles
 ``croupier_projector`` (reads the ledger, writes read models, cannot write the ledger) and
 ``croupier_reader`` (reads both); it needs DDL rights only when a table must be created,
 so a projector running as ``croupier_projector`` follows read models an owner set up.
@@ -47,6 +48,19 @@ SESSION_MEMORY = "128MB"
 #: Seconds one read-model query may run (server and client side).
 SESSION_TIMEOUT = 900.0
 _SETUP_LOCK = 0x63726F7570696572 >> 2  # beside the ledger's advisory locks
+#: Inserts of at least this many rows go in with COPY (fewer: one ``unnest`` statement, which
+#: saves COPY's round trip for the table's column types).
+_COPY_FROM = 50
+#: lz4 where the server is built with it (PostgreSQL 14 and later, as packaged), else unchanged.
+_LZ4 = """
+DO $$
+BEGIN
+    SET LOCAL default_toast_compression = 'lz4';
+EXCEPTION WHEN invalid_parameter_value OR undefined_object THEN
+    NULL;
+END
+$$
+"""
 
 _ROLES = f"""
 DO $$
@@ -112,6 +126,8 @@ class PostgresStore(ReadModelStore):
             # its WAL flush. A database crash loses the last commits whole, rows and
             # checkpoint together, and they are projected again.
             await conn.execute("SET LOCAL synchronous_commit = off")
+            # Documents are compressed several times faster than with the default pglz.
+            await conn.execute(_LZ4)
             rows = await conn.fetch(
                 f"SELECT name, position, part FROM {CHECKPOINTS} WHERE name = ANY($1::text[]) "
                 "ORDER BY name FOR UPDATE",
@@ -265,6 +281,9 @@ async def _grant(conn: Conn, table: str) -> None:
 
 async def _write(conn: Conn, step: Step) -> None:
     for table, columns, add, rows in groups(step.projection.tables, step.changes):
+        if add is None and len(rows) >= _COPY_FROM:
+            await conn.copy_records_to_table(table.name, records=rows, columns=list(columns))
+            continue
         if add is None:
             sql = insert_sql(table, columns, "postgres")
         else:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -67,8 +68,8 @@ class Projector:
         self.projections = tuple(projections)
         self.batch = batch
         self.rows_per_commit = rows_per_commit
-        #: Facts this projector wrote in pieces (each too large for one commit).
-        self.pieces = 0
+        #: Facts this projector wrote in pieces (each too large for one commit), by projection.
+        self.pieces: Counter[str] = Counter()
 
     async def setup(self) -> list[str]:
         """Create the read-model tables (see :meth:`ReadModelStore.setup`)."""
@@ -157,7 +158,7 @@ class Projector:
             if marks[projection.name].position < event.position:  # nothing left after part
                 step = Step(projection, mark.position, event.position, Changes(), mark.part, 0)
                 await self._commit([step], marks)
-            self.pieces += 1
+            self.pieces[projection.name] += 1
 
     async def _commit(
         self, steps: Sequence[Step], marks: dict[str, Mark], *, count: bool = True

@@ -35,11 +35,10 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from croupier.history.models import PlayerRound, Result, RoundRecall
-from croupier.history.recall import paytable_of, player_cuts, recall, why_paid
+from croupier.history.recall import paytable_of, player_cuts, recall
 from croupier.ledger import Ledger, RecordedEvent
 from croupier.projection import Changes, Column, Projection, Table
 from croupier.round import ACCEPTED, SETTLED, VOIDED
-from holdem import PayTable
 
 
 def _text(name: str, nullable: bool = False) -> Column:
@@ -104,6 +103,10 @@ DECISIONS: Final = Table(
 )
 
 
+#: Facts of open rounds kept between batches at most (beyond, they are read again at the close).
+OPEN_FACTS_KEPT: Final = 200_000
+
+
 class RoundsProjection(Projection):
     """Projects closed rounds per table and per player, their recalls, and decisions."""
 
@@ -113,16 +116,23 @@ class RoundsProjection(Projection):
 
     def __init__(self) -> None:
         self._earlier: dict[str, list[RecordedEvent]] = {}
+        # The facts of rounds still open at the end of the last batch, each from its first
+        # fact on, and the position the next batch must start at for them to still hold.
+        self._open: dict[str, list[RecordedEvent]] = {}
+        self._next = 0
 
     async def gather(self, events: Sequence[RecordedEvent], ledger: Ledger) -> None:
-        """The earlier facts of each round that closes in ``events``."""
-        closing = {e.stream for e in events if e.stream.startswith("round:") and _closes(e)}
-        closing -= {e.stream for e in events if e.version == 1}  # whole rounds: nothing earlier
+        """The earlier facts of each round that closes in ``events``: those the last batch
+        left open when this batch follows on from it, the rest read from the ledger."""
         first = events[0].position if events else 0
-        streams = await ledger.read_streams(sorted(closing)) if closing else {}
-        self._earlier = {
-            stream: [f for f in facts if f.position < first] for stream, facts in streams.items()
-        }
+        kept = self._open if first == self._next else {}
+        self._open = {}
+        closing = {e.stream for e in events if e.stream.startswith("round:") and _closes(e)}
+        whole = {e.stream for e in events if e.version == 1}  # nothing earlier to read
+        missing = sorted(closing - whole - kept.keys())
+        streams = await ledger.read_streams(missing) if missing else {}
+        read = {s: [f for f in facts if f.position < first] for s, facts in streams.items()}
+        self._earlier = {**kept, **read}
 
     def apply(self, events: Sequence[RecordedEvent], changes: Changes) -> None:
         facts, self._earlier = self._earlier, {}
@@ -134,6 +144,12 @@ class RoundsProjection(Projection):
                 changes.insert(DECISIONS.name, _decision(event))
             elif _closes(event):
                 _closed(event, facts.pop(event.stream), changes)
+        if events:
+            # Rounds seen from their first fact on; the others are read when they close.
+            self._open = {s: f for s, f in facts.items() if f[0].version == 1}
+            if sum(map(len, self._open.values())) > OPEN_FACTS_KEPT:
+                self._open = {}
+            self._next = events[-1].position + 1
 
 
 def projection() -> Projection:
@@ -183,10 +199,11 @@ def _closed(event: RecordedEvent, facts: list[RecordedEvent], changes: Changes) 
         seen[player_id] = shown
         document = shown.model_dump_json()
         changes.insert(RECALLS.name, {**_key(common), "player_id": player_id, "document": document})
-    owners: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for line in data["results"]:
-        owners.setdefault((line["player_id"], line["currency"]), []).append(_wager(line, table))
-    for (player_id, currency), wagers in owners.items():
+    owners: dict[tuple[str, str], list[Result]] = {}
+    for result in whole.results:  # the settlement's results, each with why it paid
+        owners.setdefault((result.player_id, result.currency), []).append(result)
+    for (player_id, currency), results in owners.items():
+        wagers = [_wager(result) for result in results]
         stake = sum(w["stake"] for w in wagers)
         returned = sum(w["returned"] for w in wagers)
         assert stake >= 0 and returned >= 0, "money is never negative"
@@ -198,7 +215,7 @@ def _closed(event: RecordedEvent, facts: list[RecordedEvent], changes: Changes) 
             "returned": returned,
             "wagers": json.dumps(wagers, separators=(",", ":")),
         }
-        row["document"] = _player_round(row, wagers, seen[player_id]).model_dump_json()
+        row["document"] = _player_round(row, results, seen[player_id]).model_dump_json()
         changes.insert(PLAYER_ROUNDS.name, row)
 
 
@@ -206,12 +223,10 @@ def _key(common: dict[str, Any]) -> dict[str, Any]:
     return {"table_id": common["table_id"], "round_id": common["round_id"]}
 
 
-def _player_round(
-    row: dict[str, Any], wagers: list[dict[str, Any]], shown: RoundRecall
-) -> PlayerRound:
+def _player_round(row: dict[str, Any], results: list[Result], shown: RoundRecall) -> PlayerRound:
     """A player's row as the API answers it, with the decisions on its antes and the cards
     the player may see (``shown``: the round cut to that player)."""
-    antes = {w["bet_id"] for w in wagers if w["spot"] == "ante"}
+    antes = {r.bet_id for r in results if r.spot == "ante"}
     return PlayerRound(
         table_id=row["table_id"],
         round_id=row["round_id"],
@@ -224,24 +239,25 @@ def _player_round(
         stake=row["stake"],
         returned=row["returned"],
         net=row["returned"] - row["stake"],
-        wagers=[Result.model_validate(w) for w in wagers],
+        wagers=results,
         decisions=[d for d in shown.decisions if d.ante_bet_id in antes],
         cards=shown.cards,
         void_reason=shown.void_reason,
     )
 
 
-def _wager(line: dict[str, Any], table: PayTable | None) -> dict[str, Any]:
+def _wager(result: Result) -> dict[str, Any]:
+    """A result as the ``wagers`` column holds it."""
     return {
-        "bet_id": line["bet_id"],
-        "player_id": line["player_id"],
-        "box": line["box"],
-        "spot": line["spot"],
-        "stake": line["stake"],
-        "returned": line["returned"],
-        "net": line["returned"] - line["stake"],
-        "outcome": line["outcome"],
-        "line": line.get("line"),
-        "currency": line["currency"],
-        "why": why_paid(table, line["spot"], line["outcome"], line.get("line")),
+        "bet_id": result.bet_id,
+        "player_id": result.player_id,
+        "box": result.box,
+        "spot": result.spot,
+        "stake": result.stake,
+        "returned": result.returned,
+        "net": result.net,
+        "outcome": result.outcome,
+        "line": result.line,
+        "currency": result.currency,
+        "why": result.why,
     }
