@@ -27,7 +27,6 @@ a page shows can be re-derived from the ledger and compared (``croupier verify
 from __future__ import annotations
 
 import hashlib
-import heapq
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -154,6 +153,7 @@ class _Cuts:
                 if _visible(entry, player_id, mine.bets, mine.boxes):
                     mine.timeline.append(index)
         self.stripped: dict[int, Timeline] = {}
+        self.cards: dict[frozenset[str], Cards] = {}
         self.verification = _for_player(round_.verification)
 
     def _mine(self, player_id: str) -> _Mine:
@@ -169,6 +169,16 @@ class _Cuts:
             self.stripped[index] = entry
         return entry
 
+    def _cards(self, boxes: set[str]) -> Cards:
+        """The cards with only ``boxes``' hole cards (players on the same boxes share one)."""
+        key = frozenset(boxes)
+        cards = self.cards.get(key)
+        if cards is None:
+            every = self.round.cards
+            cards = every.model_copy(update={"boxes": [b for b in every.boxes if b.box in key]})
+            self.cards[key] = cards
+        return cards
+
     def cut(self, player_id: str) -> RoundRecall:
         mine = self.players[player_id]
         round_ = self.round
@@ -178,12 +188,10 @@ class _Cuts:
                 "decisions": mine.decisions,
                 "results": mine.results,
                 "totals": mine.totals,
-                "cards": round_.cards.model_copy(
-                    update={"boxes": [b for b in round_.cards.boxes if b.box in mine.boxes]}
-                ),
+                "cards": self._cards(mine.boxes),
                 "jackpot": [],
                 "postings": [],
-                "timeline": [self._entry(i) for i in heapq.merge(self.public, mine.timeline)],
+                "timeline": [self._entry(i) for i in sorted(self.public + mine.timeline)],
                 "verification": self.verification,
             }
         )

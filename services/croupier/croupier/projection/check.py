@@ -123,11 +123,11 @@ async def check_read_models(
     """Compare each projection's stored rows with the ledger projected again (fresh
     ``projections``, which must only insert rows)."""
     report = ReadModelReport()
-    before = await _checkpoints(store, projections, report)
+    before = await _checkpoints(store, projections, report, begun=False)
     if report.problems:
         return report
     stored = {p.name: await _stored(store, p) for p in projections}
-    after = await _checkpoints(store, projections, report)
+    after = await _checkpoints(store, projections, report, begun=True)
     went_back = [p.name for p in projections if after[p.name] < before[p.name]]
     if went_back:
         report.problems.append(
@@ -148,15 +148,19 @@ async def check_read_models(
 
 
 async def _checkpoints(
-    store: ReadModelStore, projections: Sequence[Projection], report: ReadModelReport
+    store: ReadModelStore, projections: Sequence[Projection], report: ReadModelReport, begun: bool
 ) -> dict[str, int]:
+    """Each projection's position; with ``begun``, past a fact it has begun to write in
+    pieces (some of that fact's rows may be stored, the rest not yet)."""
     async with store.session() as session:
         try:
-            rows = await session.fetch(f"SELECT name, version, position FROM {CHECKPOINTS}")
-        except Exception:  # no checkpoint table: nothing was ever projected
+            rows = await session.fetch(f"SELECT name, version, position, part FROM {CHECKPOINTS}")
+        except Exception:  # no checkpoint table: nothing was ever projected (by this build)
             report.problems.append("no read models to check: run croupier project first")
             return {}
-    found = {name: (version, position) for name, version, position in rows}
+    found = {
+        name: (version, position + (begun and part > 0)) for name, version, position, part in rows
+    }
     for projection in projections:
         version, _ = found.get(projection.name, (None, 0))
         if version != projection.version:

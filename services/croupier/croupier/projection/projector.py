@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -120,8 +121,7 @@ class Projector:
                 oversized.append((projection, mine[:1]))
                 continue
             await projection.gather(mine, self.ledger)
-            changes = Changes()
-            projection.apply(mine, changes)
+            changes = changes_of(projection, mine)
             if changes.size > self.rows_per_commit:
                 oversized.append((projection, mine))
             else:
@@ -137,8 +137,7 @@ class Projector:
         for event in events:
             mark = marks[projection.name]
             await projection.gather([event], self.ledger)
-            changes = Changes()
-            projection.apply([event], changes)
+            changes = changes_of(projection, [event])
             if changes.size <= self.rows_per_commit and not mark.part:
                 await self._commit(
                     [Step(projection, mark.position, event.position, changes)], marks
@@ -182,9 +181,26 @@ class Projector:
 
     def _step(self, projection: Projection, after: int, events: Sequence[RecordedEvent]) -> Step:
         mine = _after(events, after)
-        changes = Changes()
-        projection.apply(mine, changes)
-        return Step(projection, after, events[-1].position, changes)
+        return Step(projection, after, events[-1].position, changes_of(projection, mine))
+
+
+def changes_of(projection: Projection, events: Sequence[RecordedEvent]) -> Changes:
+    """What ``events`` do to ``projection``'s read model (after its ``gather``).
+
+    The cyclic garbage collector waits meanwhile: a batch allocates objects by the hundred
+    thousand beside a large live heap, which it would otherwise scan again and again (it
+    nearly doubles the time a shared hand takes); what ``apply`` leaves is freed by
+    reference counting, and any cycle at the next collection.
+    """
+    changes = Changes()
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        projection.apply(events, changes)
+    finally:
+        if collecting:
+            gc.enable()
+    return changes
 
 
 def _after(events: Sequence[RecordedEvent], position: int) -> list[RecordedEvent]:
