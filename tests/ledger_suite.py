@@ -16,7 +16,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
+from croupier_feeds import RoundFeed, line
 
+from croupier.bus.memory import MemoryBus
+from croupier.commands.redrive import _unmarked
 from croupier.facts import Fact
 from croupier.ledger import (
     HeadNotSigned,
@@ -33,8 +36,44 @@ from croupier.ledger import (
 from croupier.ledger.chain import GENESIS_HASH, format_timestamp, row_hash
 from croupier.ledger.keyring import KEYS_STREAM, KeyEntry, Keyring, handover
 from croupier.ledger.signing import LedgerKey
+from croupier.metrics import Metrics
+from croupier.relay import OutboxRelay
+from croupier.results import outbox_rule
+from croupier.settler import Inbound, Settler
 
 _keys = itertools.count(1)
+
+
+def a_round(table: str) -> list[bytes]:
+    """A one-player round of Casino Hold'em that settles (one settlement result)."""
+    f = RoundFeed(table_id=table)
+    events = [
+        f.opened(),
+        f.bet("a1", player=f"p-{table}"),
+        f.hole("As Ad"),
+        f.cards("dealer", "9c 9d"),
+        f.cards("board", "Ah 7c 2d"),
+        f.decide("a1", "flop", "call", "c1", 200),
+        f.cards("board", "Ks 4h"),
+        f.completed(),
+    ]
+    return [line(e).encode() for e in events]
+
+
+async def settle_rounds(ledger: Ledger, *tables: str) -> None:
+    settler = Settler(ledger, dead_letters=True)
+    for table in tables:
+        await settler.handle([Inbound(b, n) for n, b in enumerate(a_round(table), 1)])
+
+
+async def relay_once(ledger: Ledger) -> tuple[OutboxRelay, set[str]]:
+    """One relay pass as the service's: the relay and the message ids published."""
+    bus, got = MemoryBus(), set[str]()
+    bus.subscribe("#", lambda m: got.add(m.message_id))
+    relay = OutboxRelay(ledger, bus, Metrics(), holder="the service")  # restarted: the same
+    assert await relay.hold()
+    await relay.relay_once()
+    return relay, got
 
 
 def event(key: str | None = None, type_: str = "wager.accepted", **data: Any) -> Fact:
@@ -807,3 +846,49 @@ class LedgerSuite:
                 ], report.summary()
                 assert f"key {one}'s turn 1..{rotated.first} ends here" in missing[0].detail
                 assert f"key {two}'s turn" in missing[1].detail
+
+    async def test_deleted_publish_marks_are_reported_and_nothing_is_republished(
+        self, ledger_url: str
+    ) -> None:
+        """The owner deletes every publish mark: the relay publishes nothing again (not the
+        history, nor anything after it) and says so, verify names each message, and
+        ``redrive --results --unmarked`` is the explicit way on."""
+        key = LedgerKey.generate()
+        async with open_ledger(ledger_url, key) as ledger:
+            await ledger.migrate()
+            await settle_rounds(ledger, "t1", "t2", "t3")
+            _, history = await relay_once(ledger)
+            assert len(history) == 3
+            await settle_rounds(ledger, "t4")  # its head records the three published
+        await self.tamper(ledger_url, "DELETE FROM outbox_published", "DELETE FROM outbox_marks")
+        async with open_ledger(ledger_url, key) as ledger:  # the service restarted
+            relay, got = await relay_once(ledger)
+            assert got == set()  # neither the history nor t4's result
+            assert relay.marks_missing == 3
+            assert relay.metrics.registry.get_sample_value("croupier_relay_marks_missing") == 3
+            report = await ledger.verify(public_key=key.public, outbox_rule=outbox_rule)
+            missing = [p for p in report.problems if p.table == "outbox_published"]
+            assert {p.kind for p in missing} == {"missing"}
+            assert sorted(p.row.rpartition(" ")[2] for p in missing) == sorted(history)
+            assert "marks deleted" in missing[0].detail and not report.ok
+            listed, sendable = await _unmarked(ledger, 100)
+            assert set(sendable) == history and {e.action for e in listed} == {"would redrive"}
+            await ledger.mark_published(list(sendable))  # published again, as redrive does
+        async with open_ledger(ledger_url, key) as ledger:
+            relay, got = await relay_once(ledger)
+            assert relay.marks_missing == 0 and len(got) == 1  # t4's result, at last
+            report = await ledger.verify(public_key=key.public, outbox_rule=outbox_rule)
+            assert report.ok, report.summary()
+        # The claim cannot be taken back: it is signed with the head.
+        await self.tamper(
+            ledger_url,
+            "UPDATE ledger_heads SET published = NULL",
+            "DELETE FROM outbox_published",
+            "DELETE FROM outbox_marks",
+        )
+        async with open_ledger(ledger_url, key) as ledger:
+            _, got = await relay_once(ledger)
+            assert got == set()  # no head vouches for anything: refused, not republished
+            report = await ledger.verify(public_key=key.public, outbox_rule=outbox_rule)
+            forged = [p for p in report.problems if p.table == "ledger_heads"]
+            assert forged and all("signature does not match" in p.detail for p in forged)

@@ -137,6 +137,12 @@ class Metrics:
             "1 while the relay lease is held beyond any term Croupier takes (nothing relays)",
             registry=r,
         )
+        self.relay_marks_missing = Gauge(
+            "croupier_relay_marks_missing",
+            "Pending messages a signed head records published whose publish marks are gone "
+            "(nothing relays until `croupier redrive --results --unmarked`)",
+            registry=r,
+        )
         self.refused = Counter(
             "croupier_results_refused",
             "Outbox messages the relay refused: not exactly what a signed, chained settlement says",

@@ -15,6 +15,12 @@ Guarantees:
   database rights wrote it) stalls relaying until it expires: nothing can prevent that,
   but standby instances see it, log it, set ``croupier_relay_lease_stalled`` and report
   the relay NOT READY (``stalled``) until it is gone.
+- Marks deleted do not republish history: each signed head claims how far the outbox was
+  published (``Ledger.published_claim``). A pending message at or below that claim, with
+  no set-aside row, lost its publish mark (someone with the owner's rights deleted it):
+  the relay publishes nothing then, logs why, sets ``croupier_relay_marks_missing`` and
+  reports NOT READY (``relay``) until ``croupier redrive --results --unmarked`` publishes
+  and marks those messages again, as someone must explicitly ask for.
 - Only what a recorded fact says goes out. For each outbox row the relay reads the event the
   row names (position and hash) as the chain vouches for it (with a signing key: linked row
   by row up to a head a key of its keyring signed, outside a revoked key's part). A
@@ -96,6 +102,8 @@ class OutboxRelay:
         self.active = False
         self.healthy = True
         self.stalled = False
+        #: Messages of the last page whose publish marks vanished (nothing relays meanwhile).
+        self.marks_missing = 0
         self.derivations = Derivations()
         self._renewed = 0.0
         self._wake = asyncio.Event()
@@ -166,7 +174,7 @@ class OutboxRelay:
         """Publish one page of pending messages; the number taken off the outbox."""
         pending = await self.ledger.pending_outbox(self.batch)
         self.metrics.outbox_backlog.set(len(pending))
-        if not pending:
+        if not pending or await self._marks_missing(pending):
             return 0
         vouched = await self._vouched(pending)
         sendable = [m for m in pending if m.message_id in vouched]
@@ -182,6 +190,28 @@ class OutboxRelay:
         self._count_published(published)
         self.metrics.outbox_backlog.set(0 if len(pending) < self.batch else len(pending))
         return len(pending)
+
+    async def _marks_missing(self, pending: Sequence[PendingMessage]) -> bool:
+        """Whether publish marks of messages a signed head records published are gone:
+        then nothing is published (not them again, nor anything after them) until they
+        are marked again (``croupier redrive --results --unmarked``)."""
+        claim = await self.ledger.published_claim()
+        lost = [m for m in pending if m.seq <= claim and not m.aside]
+        if lost and not self.marks_missing:
+            log.error(
+                "publish marks are missing: a signed head records these messages published, "
+                "and no mark of them is left; not publishing them again, nor anything after "
+                "them. Run `croupier verify`, then `croupier redrive --results --unmarked` "
+                "to publish them again (wallets deduplicate on message_id)",
+                published_through_seq=claim,
+                missing_in_page=len(lost),
+                first=[f"seq {m.seq} {m.message_id}" for m in lost[:5]],
+            )
+        elif not lost and self.marks_missing:
+            log.info("publish marks are whole again: relaying")
+        self.marks_missing = len(lost)
+        self.metrics.relay_marks_missing.set(len(lost))
+        return bool(lost)
 
     async def drain(self, timeout: float = 10.0) -> None:
         """Publish everything pending now (at shutdown, if active), within ``timeout``."""

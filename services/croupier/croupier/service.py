@@ -145,7 +145,7 @@ class Service:
             "broker": self.bus.connected,
             "consumer": self.bus.attached,
             "database": database and self.consumer.healthy,
-            "relay": self.relay.healthy and not self.relay.stalled,
+            "relay": self.relay.healthy and not self.relay.stalled and not self.relay.marks_missing,
         }
         self.metrics.ready.set(all(checks.values()))
         return checks
@@ -210,7 +210,9 @@ class Service:
                 await starting
         elif starting.exception() is not None:
             signalled.cancel()
-            await self.stop(within=2.0)
+            await _within(1.0, "the probes", self.probes.close())
+            await _within(1.0, "the broker connection", self.bus.close())
+            self._tuning.close()
             starting.result()  # raises what start-up raised
         await signalled
         log.info("stop requested; finishing the batch in hand")

@@ -732,3 +732,57 @@ async def test_a_deleted_dead_letter_is_reported_missing(
     assert code == 1
     assert f"outbox missing: dead letter of {fact}" in out
     assert "calls for a dead letter, the outbox lacks it" in out
+
+
+async def test_deleted_publish_marks_stop_the_relay_until_redriven(
+    scene: Scene,
+    amqp_vhost: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The owner deletes every publish mark and marker. The relay of a restarted service
+    republishes none of the history (nor anything after it) and says why; verify exits 1
+    naming every message; ``croupier redrive --results --unmarked`` publishes them again
+    (the explicit step), after which the relay goes on and verify passes."""
+    got, _ = await scene.relay()
+    history = set(got)
+    assert _bodies(got) == scene.expected
+    await settle(scene.ledger, _feed(2, seed=31))  # its heads record the history published
+    later = {
+        body["message_id"]
+        for row in await scene.settled()
+        for body in result_bodies(json.loads(row["data"]))
+    } - history
+    assert later
+    await scene.as_owner("DELETE FROM outbox_published", "DELETE FROM outbox_marks")
+    async with open_ledger(scene.service_url, scene.key) as restarted:
+        bus, metrics = MemoryBus(), Metrics()
+        sent: set[str] = set()
+        bus.subscribe("#", lambda message: sent.add(message.message_id))
+        relay = OutboxRelay(restarted, bus, metrics)
+        assert await relay.relay_once() == 0
+        assert sent == set() and relay.marks_missing > 0
+        assert metrics.registry.get_sample_value("croupier_relay_marks_missing") > 0
+        code, out = await scene.cli_verify(capsys)
+        assert code == 1
+        assert "outbox_published missing: seq" in out and "marks deleted?" in out
+        report = await scene.report()
+        named = {p.row.rpartition(" ")[2] for p in report.problems if p.kind == "missing"}
+        assert named == history
+        await prepare_broker(amqp_vhost)
+        key_file = str(scene.public_key.with_suffix(".key"))
+        monkeypatch.setenv("CROUPIER_LEDGER_SIGNING_KEY", key_file)
+        redrive = ["redrive", "--results", "--unmarked", "--ledger", scene.service_url]
+        capsys.readouterr()
+        argv = [*redrive, "--amqp", amqp_vhost, "--json"]
+        assert await asyncio.to_thread(main, argv) == 0
+        listed = json.loads(capsys.readouterr().out)
+        assert listed["counts"]["redriven"] == len(history)
+        wallet = Wallet(amqp_vhost)
+        await wallet.wait_for(history, timeout=30)
+        assert {m: r.body for m, r in wallet.unique.items()} == scene.expected
+        while await relay.relay_once():
+            pass
+        assert relay.marks_missing == 0 and sent == later
+    code, out = await scene.cli_verify(capsys)
+    assert code == 0, out

@@ -14,6 +14,13 @@ rule: only set-aside rows the service's key signed (``CROUPIER_LEDGER_SIGNING_KE
 for a ledger with signed heads) count, and each message is published as re-derived from the
 chained fact it names (``relay.derive``). Anything else (a forged or edited outbox or
 set-aside row) is refused, listed with why, published never; the command then exits 1.
+
+``--results --unmarked`` publishes instead the messages whose publish marks are gone
+although a signed head records them published (``croupier verify`` names them
+``outbox_published missing``; the relay stops on them, NOT READY, and republishes nothing
+by itself), re-derived the same way, and marks them published again: the explicit step
+that lets the relay go on. Wallets receive those results a second time, with the same
+message ids, and deduplicate them.
 """
 
 from __future__ import annotations
@@ -71,6 +78,11 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--all", action="store_true", help="also Croupier's own rejections")
     parser.add_argument(
         "--results", action="store_true", help="publish the results the relay set aside"
+    )
+    parser.add_argument(
+        "--unmarked",
+        action="store_true",
+        help="with --results: publish again the results whose publish marks are gone",
     )
     add_json_argument(parser)
     parser.set_defaults(run=run)
@@ -143,13 +155,20 @@ async def _redrive_results(
     key = signing_key(settings().ledger_signing_key, required=False)
     keyring = signing_keyring(settings().ledger_keyring, key)
     async with ledger_at(ledger_url, key=key, keyring=keyring) as ledger:
+        if key is None and args.unmarked:
+            raise CommandError(
+                "--unmarked publishes results again and signs their publish marks with the "
+                "service's key",
+                "set CROUPIER_LEDGER_SIGNING_KEY to the service's key file",
+            )
         if key is None and await ledger.signed():
             raise CommandError(
                 "this ledger's heads are signed: set-aside rows and results are checked, "
                 "and publish marks signed, with the service's key",
                 "set CROUPIER_LEDGER_SIGNING_KEY to the service's key file",
             )
-        listed, sendable = await _set_aside(ledger, args.limit)
+        choose = _unmarked if args.unmarked else _set_aside
+        listed, sendable = await choose(ledger, args.limit)
         if args.dry_run or not sendable:
             return listed
         bus = AmqpBus(amqp_url)
@@ -184,6 +203,22 @@ async def _set_aside(ledger: Ledger, limit: int) -> tuple[list[Listed], dict[str
         entry = Listed(message.message_id, message.routing_key, reason, "would redrive")
         if why is not None:
             entry.reason, entry.action = f"refused: {why}", "refused"
+        listed.append(entry)
+    return listed, sendable
+
+
+async def _unmarked(ledger: Ledger, limit: int) -> tuple[list[Listed], dict[str, Outgoing]]:
+    """The pending messages a signed head records published (their marks gone), each listed
+    as to redrive or refused (why), and what to publish for the former: the relay's rule."""
+    claim = await ledger.published_claim()
+    lost = [m for m in await ledger.pending_outbox(limit) if m.seq <= claim and not m.aside]
+    sendable, refused = await derive(ledger, lost)
+    listed = []
+    for message in lost:
+        why = f"publish mark missing (the outbox is recorded published through seq {claim})"
+        entry = Listed(message.message_id, message.routing_key, why, "would redrive")
+        if message.message_id in refused:
+            entry.reason, entry.action = f"refused: {refused[message.message_id]}", "refused"
         listed.append(entry)
     return listed, sendable
 

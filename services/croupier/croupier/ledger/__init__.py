@@ -64,8 +64,12 @@ Outbox
     mark (the message ids, signed when the ledger has a key) and a marker row per message.
     ``pending_outbox`` lists messages without a marker that counts (with a key: one whose
     mark this key signed and lists the message), in write order, leaving out those
-    ``set_aside``; ``mark_published`` is idempotent. ``vouched(positions)`` gives the events
-    the chain vouches for (linked up to a head this key signed), which the relay
+    ``set_aside``; ``mark_published`` is idempotent. Each signed head claims, inside its
+    signature, how far the outbox was published (``published``: every row up to that
+    outbox seq had a marker or a set-aside row; the highest claim seen is carried
+    forward); ``published_claim`` gives it, and a pending message at or below it lost its
+    marks (the relay stops on it; ``verify`` reports it *missing*). ``vouched(positions)``
+    gives the events the chain vouches for (linked up to a head this key signed), which the relay
     re-derives results from; ``verify(outbox_rule=...)`` reports every outbox row that is
     not exactly what its event calls for, every called-for message that is missing, and
     (with a public key) every mark and marker the key did not sign.
@@ -196,6 +200,9 @@ class PendingMessage:
     body: Mapping[str, Any]
     position: int
     event_hash: str = ""
+    #: Its place in the outbox (write order), and whether any set-aside row names it.
+    seq: int = 0
+    aside: bool = False
 
 
 #: Open streams ``open_streams`` remembers per scope at most (beyond: it searches from the floor).
@@ -623,6 +630,20 @@ class Ledger(ABC):
         self.trust.retire(record.position)
         return record.position
 
+    async def published_claim(self) -> int:
+        """The highest claim of a published outbox a trusted head makes (0 without a key):
+        every outbox row with ``seq`` up to it was published (or set aside) when that head
+        was signed, so one with no publish marker now lost it (``Trust.claimed``). Each
+        head carries the highest claim its signer saw forward, so the head at the top of
+        the chain, read once, holds it; this process's own signing raises it since."""
+        if self.trust.keyring is None:
+            return 0
+        if not self._claim_read:
+            for head in await self._heads_at(await self.last_position()):
+                self.trust.trusts_head(head)  # a trusted head's claim is taken
+            self._claim_read = True
+        return self.trust.claimed
+
     async def _heads_at(self, position: int) -> list[HeadRow]:
         return [h for h in await self._heads_from(position) if h.position == position]
 
@@ -641,6 +662,8 @@ class Ledger(ABC):
     # -- what adapters provide for the shared walks ----------------------------------------
 
     _floor: PublishedFloor
+    #: Whether ``published_claim`` read the head at the top of the chain.
+    _claim_read: bool = False
     #: What ``open_streams`` found, by scope: the later searches read what was appended since.
     _open_known: dict[str, KnownOpen]
 
@@ -766,7 +789,14 @@ class Ledger(ABC):
 def _pending(row: OutboxRow) -> PendingMessage:
     body = json.loads(row.body)
     return PendingMessage(
-        row.message_id, row.exchange, row.routing_key, body, row.position, row.event_hash
+        row.message_id,
+        row.exchange,
+        row.routing_key,
+        body,
+        row.position,
+        row.event_hash,
+        row.seq,
+        row.aside,
     )
 
 

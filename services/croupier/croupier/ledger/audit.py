@@ -88,6 +88,8 @@ class Audit:
         self.letter_rule = letter_rule
         self.problems: list[Problem] = []
         self.notes: list[str] = []
+        #: The highest claim of a published outbox a valid head makes, and that head's position.
+        self.published: tuple[int, int] = (0, 0)
 
     def _flag(self, table: str, kind: str, position: int, row: str, detail: str) -> None:
         self.problems.append(Problem(kind, position, detail, table, row))  # type: ignore[arg-type]
@@ -101,7 +103,7 @@ class Audit:
             for head in rows:
                 name = f"id {head.id} position {head.position}"
                 why = self.keyring.head_problem(
-                    head.position, head.hash, head.key_id, head.signature
+                    head.position, head.hash, head.key_id, head.signature, head.published
                 )
                 if why is not None:
                     self._flag("ledger_heads", "forged", head.position, name, why)
@@ -109,14 +111,23 @@ class Audit:
                     self._flag("ledger_heads", "forged", head.position, name, "two signed hashes")
                 else:
                     signed[head.position] = head.hash
+                    if head.published is not None and head.published > self.published[0]:
+                        self.published = (head.published, head.position)
             after = rows[-1].id
         return signed
 
     def outbox(self, events: Sequence[ChainRow], rows: Sequence[OutboxRow]) -> None:
         """Judge the outbox rows whose positions fall in this page of events."""
         by_position: dict[int, list[OutboxRow]] = {}
+        claim, head = self.published
         for row in rows:
             by_position.setdefault(row.position, []).append(row)
+            if row.seq <= claim and not row.marks and not row.aside:
+                why = (
+                    f"the head signed at position {head} records the outbox published through "
+                    f"seq {claim}; no publish marker of this message is left (marks deleted?)"
+                )
+                self._flag("outbox_published", "missing", row.position, _name(row), why)
         for event in events:
             found = by_position.pop(event.position, [])
             self._judge_event(event, found)

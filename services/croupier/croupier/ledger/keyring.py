@@ -121,12 +121,19 @@ class Keyring:
         """This keyring with ``entry`` added or replacing the entry of its key."""
         return Keyring([*(e for e in self if e.key_id != entry.key_id), entry])
 
-    def head_problem(self, position: int, digest: str, key_id: str, signature: str) -> str | None:
+    def head_problem(
+        self,
+        position: int,
+        digest: str,
+        key_id: str,
+        signature: str,
+        published: int | None = None,
+    ) -> str | None:
         """Why a head row does not count, or None."""
         entry = self.entries.get(key_id)
         if entry is None:
             return f"signed with another key ({key_id}), not in the keyring"
-        if not entry.public.verify_head(position, digest, signature):
+        if not entry.public.verify_head(position, digest, signature, published):
             return "signature does not match"
         return entry.refusal(position)
 
@@ -305,7 +312,7 @@ async def follow(
             and any(
                 h.hash == chained.hash
                 and h.key_id == outgoing
-                and entry.public.verify_head(h.position, h.hash, h.signature)
+                and entry.public.verify_head(h.position, h.hash, h.signature, h.published)
                 for h in await heads_at(chained.position)
             )
         )
@@ -357,7 +364,7 @@ async def _turn_end(entry: KeyEntry, heads_at: HeadsAt) -> Problem | None:
     assert entry.last is not None
     for head in await heads_at(entry.last):
         if head.key_id == entry.key_id and entry.public.verify_head(
-            head.position, head.hash, head.signature
+            head.position, head.hash, head.signature, head.published
         ):
             return None
     why = (

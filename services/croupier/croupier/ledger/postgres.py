@@ -97,12 +97,13 @@ _INSERT_BATCH = f"""
         SELECT * FROM unnest($10::text[], $11::bigint[], $12::text[], $13::text[], $14::json[],
                              $15::text[])
     ), signed AS (
-        INSERT INTO ledger_heads (position, hash, key_id, signature)
-        SELECT $16::bigint, $17::text, $18::text, $19::text WHERE $16::bigint IS NOT NULL
+        INSERT INTO ledger_heads (position, hash, key_id, signature, published)
+        SELECT $16::bigint, $17::text, $18::text, $19::text, $20::bigint
+        WHERE $16::bigint IS NOT NULL
     )
     SELECT 1
 """
-_HEAD_COLUMNS = "id, position, hash, key_id, signature"
+_HEAD_COLUMNS = "id, position, hash, key_id, signature, published"
 _OUTBOX_COLUMNS = (
     "o.seq, o.message_id, o.exchange, o.routing_key, o.body::text, o.position, o.event_hash, "
     "ARRAY(SELECT p.mark FROM outbox_published p WHERE p.message_id = o.message_id), "
@@ -234,11 +235,11 @@ class PostgresLedger(Ledger):
                 existing_outbox=await _outbox_by_id(conn, ids),
                 recorded_at=datetime.now(UTC),
             )
-            signed: tuple[int, str, str, str] | tuple[None, ...] = (None,) * 4
+            signed: tuple[int, str, str, str, int] | tuple[None, ...] = (None,) * 5
             if plan.rows and self.trust.signing:
                 await self._check_head(conn, head, plan.rows[0].position, plan.rows[-1].position)
                 last = plan.rows[-1]
-                signed = self.trust.sign_head(last.position, last.hash)
+                signed = self.trust.sign_head(last.position, last.hash, self._floor.seq)
             await self._write(conn, plan, signed)
         return plan
 

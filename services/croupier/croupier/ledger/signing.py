@@ -32,6 +32,8 @@ PRIVATE_KEY_FILE: Final = "ledger-signing.key"
 PUBLIC_KEY_FILE: Final = "ledger-signing.pub"
 
 _HEAD: Final = b"croupier.ledger.head\0"
+#: A head that also claims how far the outbox was published (``published``).
+_HEAD_CLAIM: Final = b"croupier.ledger.head.published\0"
 _MARK: Final = b"croupier.outbox.published\0"
 _ASIDE: Final = b"croupier.outbox.set_aside\0"
 
@@ -40,9 +42,11 @@ class SigningKeyError(ValueError):
     """A key file is missing, unreadable or not an Ed25519 key; the message says which."""
 
 
-def head_text(position: int, digest: str) -> bytes:
-    """The bytes a head signature covers."""
-    return _HEAD + f"{position}\0{digest}".encode()
+def head_text(position: int, digest: str, published: int | None = None) -> bytes:
+    """The bytes a head signature covers (with its claim of the published outbox, if any)."""
+    if published is None:
+        return _HEAD + f"{position}\0{digest}".encode()
+    return _HEAD_CLAIM + f"{position}\0{digest}\0{published}".encode()
 
 
 def mark_text(message_ids: Sequence[str]) -> bytes:
@@ -76,8 +80,10 @@ class LedgerPublicKey:
             return False
         return True
 
-    def verify_head(self, position: int, digest: str, signature: str | None) -> bool:
-        return self.verify(head_text(position, digest), signature)
+    def verify_head(
+        self, position: int, digest: str, signature: str | None, published: int | None = None
+    ) -> bool:
+        return self.verify(head_text(position, digest, published), signature)
 
     def verify_mark(self, message_ids: Sequence[str], signature: str | None) -> bool:
         return self.verify(mark_text(message_ids), signature)
@@ -128,8 +134,8 @@ class LedgerKey:
     def sign(self, text: bytes) -> str:
         return self.key.sign(text).hex()
 
-    def sign_head(self, position: int, digest: str) -> str:
-        return self.sign(head_text(position, digest))
+    def sign_head(self, position: int, digest: str, published: int | None = None) -> str:
+        return self.sign(head_text(position, digest, published))
 
     def sign_mark(self, message_ids: Sequence[str]) -> str:
         return self.sign(mark_text(message_ids))

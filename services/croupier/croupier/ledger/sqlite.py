@@ -60,8 +60,10 @@ _INSERT_OUTBOX = (
     "INSERT INTO outbox (message_id, position, exchange, routing_key, body, event_hash) "
     "VALUES (?, ?, ?, ?, ?, ?)"
 )
-_INSERT_HEAD = "INSERT INTO ledger_heads (position, hash, key_id, signature) VALUES (?, ?, ?, ?)"
-_HEAD_COLUMNS = "id, position, hash, key_id, signature"
+_INSERT_HEAD = (
+    "INSERT INTO ledger_heads (position, hash, key_id, signature, published) VALUES (?, ?, ?, ?, ?)"
+)
+_HEAD_COLUMNS = "id, position, hash, key_id, signature, published"
 _OUTBOX_COLUMNS = (
     "o.seq, o.message_id, o.exchange, o.routing_key, o.body, o.position, o.event_hash, "
     "(SELECT json_group_array(p.mark) FROM outbox_published p WHERE p.message_id = o.message_id), "
@@ -143,7 +145,10 @@ class SqliteLedger(Ledger):
     async def _append(
         self, appends: Sequence[StreamAppend], outbox: Sequence[OutboxMessage]
     ) -> Plan:
-        return await self._writer.run(lambda conn: _append(conn, appends, outbox, self.trust))
+        published = self._floor.seq  # what this process has seen published, for the head
+        return await self._writer.run(
+            lambda conn: _append(conn, appends, outbox, self.trust, published)
+        )
 
     async def read_streams(self, streams: Sequence[str]) -> dict[str, list[RecordedEvent]]:
         sql = f"SELECT {_COLUMNS} FROM events WHERE stream IN ({{marks}})"
@@ -344,6 +349,7 @@ def _append(
     appends: Sequence[StreamAppend],
     outbox: Sequence[OutboxMessage],
     trust: Trust,
+    published: int,
 ) -> Plan:
     keys = batch_keys(appends)
     ids = outbox_ids(outbox)
@@ -362,7 +368,7 @@ def _append(
         if plan.rows and trust.signing:
             _check_head(conn, head, trust, plan.rows[0].position, plan.rows[-1].position)
             last = plan.rows[-1]
-            conn.execute(_INSERT_HEAD, trust.sign_head(last.position, last.hash))
+            conn.execute(_INSERT_HEAD, trust.sign_head(last.position, last.hash, published))
         conn.executemany(_INSERT_EVENT, plan.rows)
         conn.executemany(_INSERT_OUTBOX, plan.outbox)
         conn.execute("COMMIT")

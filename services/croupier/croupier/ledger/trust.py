@@ -38,6 +38,8 @@ class HeadRow:
     hash: str
     key_id: str
     signature: str
+    #: How far the outbox was published when it was signed (None: no claim; older heads).
+    published: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +87,8 @@ class Trust:
         self._heads = _Bounded()
         self._marks = _Bounded()
         self._vouched = _Bounded(VOUCHED_LIMIT)
+        #: The highest claim of a published outbox (``HeadRow.published``) trusted so far.
+        self.claimed = 0
         self.head: tuple[int, str] | None = None  # the chain head last signed or verified
 
     @property
@@ -93,13 +97,24 @@ class Trust:
 
     # -- heads ----------------------------------------------------------------------------
 
-    def sign_head(self, position: int, digest: str) -> tuple[int, str, str, str]:
-        """(position, hash, key_id, signature) of a new head row; remembered as trusted."""
+    def sign_head(
+        self, position: int, digest: str, published: int
+    ) -> tuple[int, str, str, str, int]:
+        """(position, hash, key_id, signature, published) of a new head row that claims
+        ``published`` (raised to the highest claim seen: claims never go back); remembered
+        as trusted."""
         assert self.key is not None, "signing needs a key"
-        signature = self.key.sign_head(position, digest)
+        self.claim(published)
+        signature = self.key.sign_head(position, digest, self.claimed)
         self._heads.remember((position, digest))
         self.head = (position, digest)
-        return position, digest, self.key_id, signature
+        return position, digest, self.key_id, signature, self.claimed
+
+    def claim(self, published: int | None) -> None:
+        """A trusted head (or this process) says every outbox row up to ``published`` is
+        published or set aside."""
+        if published is not None and published > self.claimed:
+            self.claimed = published
 
     def retire(self, position: int) -> None:
         """This key handed the ledger over at ``position``: it signs nothing above it."""
@@ -119,10 +134,11 @@ class Trust:
         if (row.position, row.hash) in self._heads:
             return True
         if self.keyring is None or self.keyring.head_problem(
-            row.position, row.hash, row.key_id, row.signature
+            row.position, row.hash, row.key_id, row.signature, row.published
         ):
             return False
         self._heads.remember((row.position, row.hash))
+        self.claim(row.published)
         return True
 
     def accept_head(
@@ -166,7 +182,9 @@ class Trust:
             log.warning("signing a ledger that has no signed head yet", head_position=head[0])
             return None
         problems = [
-            self.keyring.head_problem(row.position, row.hash, row.key_id, row.signature)
+            self.keyring.head_problem(
+                row.position, row.hash, row.key_id, row.signature, row.published
+            )
             for row in rows_at_head
             if row.hash == head[1]
         ]
