@@ -11,10 +11,12 @@ PYTEST := $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup
 
 .PHONY: run test test-unit test-integration test-slow chaos soak soak-short bench bench-compare bench-history bench-history-drop lint typecheck contracts par integrity-tables services clean tools
 
+# pip shows each step (no --quiet): a first `make run` says what it is doing all along.
 $(STAMP): pyproject.toml
+	@echo "make: installing the project into $(VENV) (first use or pyproject.toml changed; a minute or two)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,bench]'
+	$(BIN)/pip install --progress-bar off -e '.[dev,bench]'
 	touch $(STAMP)
 
 ## run: the main job (live service + studio simulator; embedded bus and SQLite when no broker/database)
