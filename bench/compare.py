@@ -6,6 +6,8 @@ temporary git worktree and runs ``python -m bench replay`` in both trees at the 
 whose speed drifts by more than the difference measured, runs one after the other compare
 the host as much as the code. Prints, per ledger and pair, each side's bets/s with the raw
 append anchor of its own run, and the ratio (this tree over ``REV``); then the median ratio.
+Where both sides print bets per CPU-second of the replay, those and their ratio too: CPU
+time is what a loaded machine disturbs least.
 """
 
 from __future__ import annotations
@@ -21,11 +23,15 @@ from typing import Final
 
 PAIRS: Final = int(os.environ.get("BENCH_COMPARE_PAIRS", "5"))
 ROOT: Final = Path(__file__).resolve().parent.parent
-#: What ``bench.replay`` prints per ledger: bets/s, then its raw append anchor.
-_REPLAY: Final = re.compile(r"^replay (\w+)\s+([\d,]+) bets/s", re.MULTILINE)
-_ANCHOR: Final = re.compile(r"anchor: raw (\w+) append\s+([\d,]+) events/s")
+#: What ``bench.replay`` prints per ledger: bets/s, its raw append anchor, and (where the
+#: revision prints it) bets per CPU-second.
+_REPLAY: Final = re.compile(
+    r"^replay (\w+)\s+([\d,]+) bets/s.*\n\s+anchor: raw \w+ append\s+([\d,]+) events/s.*"
+    r"(?:\n\s+cpu:\s+([\d,]+) bets per CPU-second)?",
+    re.MULTILINE,
+)
 
-Figures = dict[str, tuple[int, int]]  # ledger -> (bets/s, anchor events/s)
+Figures = dict[str, tuple[int, int, int]]  # ledger -> (bets/s, anchor events/s, bets/CPU-s)
 
 
 def tree_path(tree: Path) -> str:
@@ -34,11 +40,16 @@ def tree_path(tree: Path) -> str:
 
 
 def _figures(report: str) -> Figures:
-    bets = {name: int(n.replace(",", "")) for name, n in _REPLAY.findall(report)}
-    anchors = {name: int(n.replace(",", "")) for name, n in _ANCHOR.findall(report)}
-    if not bets or bets.keys() != anchors.keys():
+    def number(text: str) -> int:
+        return int(text.replace(",", "") or 0)
+
+    figures = {
+        name: (number(bets), number(anchor), number(cpu))
+        for name, bets, anchor, cpu in _REPLAY.findall(report)
+    }
+    if not figures:
         raise RuntimeError(f"bench replay printed no figures:\n{report}")
-    return {name: (bets[name], anchors[name]) for name in bets}
+    return figures
 
 
 def side_by_side(trees: list[Path]) -> list[Figures]:
@@ -62,6 +73,7 @@ def side_by_side(trees: list[Path]) -> list[Figures]:
 def compare(revision: str, pairs: int = PAIRS) -> None:
     """Print this tree's replay throughput over ``revision``'s, pair by pair."""
     ratios: dict[str, list[float]] = {}
+    cpu_ratios: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory() as folder:
         other = Path(folder) / "tree"
         git = ["git", "-C", str(ROOT)]
@@ -70,18 +82,30 @@ def compare(revision: str, pairs: int = PAIRS) -> None:
             for pair in range(1, pairs + 1):
                 now, then = side_by_side([ROOT, other])
                 for ledger in now.keys() & then.keys():
-                    (bets, anchor), (old_bets, old_anchor) = now[ledger], then[ledger]
+                    (bets, anchor, cpu), (old_bets, old_anchor, old_cpu) = now[ledger], then[ledger]
                     ratios.setdefault(ledger, []).append(bets / old_bets)
+                    per_cpu = ""
+                    if cpu and old_cpu:
+                        cpu_ratios.setdefault(ledger, []).append(cpu / old_cpu)
+                        per_cpu = (
+                            f"; per CPU-second {cpu:,} against {old_cpu:,}, "
+                            f"ratio {cpu / old_cpu:.3f}"
+                        )
                     print(
                         f"{ledger:<9} pair {pair}: this tree {bets:7,} bets/s (anchor "
                         f"{anchor:,} events/s), {revision} {old_bets:7,} bets/s (anchor "
-                        f"{old_anchor:,} events/s), ratio {bets / old_bets:.3f}",
+                        f"{old_anchor:,} events/s), ratio {bets / old_bets:.3f}{per_cpu}",
                         flush=True,
                     )
         finally:
             subprocess.run([*git, "worktree", "remove", "--force", str(other)], check=True)
     for ledger, values in sorted(ratios.items()):
         print(f"{ledger:<9} median ratio {statistics.median(values):.3f} over {len(values)}")
+    for ledger, values in sorted(cpu_ratios.items()):
+        print(
+            f"{ledger:<9} median ratio per CPU-second {statistics.median(values):.3f} "
+            f"over {len(values)}"
+        )
 
 
 if __name__ == "__main__":
