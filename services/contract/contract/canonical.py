@@ -5,13 +5,21 @@ a digest of it as the event's fingerprint), and the ledger stores and hashes dat
 text. :class:`Encoded` carries a JSON object together with its canonical text, so a writer
 that embeds the object in a larger value can splice the text in instead of encoding the
 object again.
+
+:meth:`Encoded.from_json` reads JSON text with msgspec and writes the canonical text with
+it (sorted keys, the same escapes): several times faster than the ``json`` module, and
+byte for byte ``canonical_json`` of the same value (held to it by property tests). Text
+holding a number with a fraction or an exponent, or a string msgspec cannot read or write
+(a lone surrogate), goes the ``json`` way instead: msgspec writes floats differently.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Self
+
+import msgspec
 
 _canonical_encoder = json.JSONEncoder(
     ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False
@@ -35,6 +43,18 @@ def canonical_json(value: Any) -> str:
     return "".join(_iterencode(value, 0))
 
 
+class _Float(Exception):
+    """A JSON number with a fraction or an exponent: not for the msgspec path."""
+
+
+def _refuse_float(text: str) -> Any:
+    raise _Float(text)
+
+
+_read_plain = msgspec.json.Decoder(dict[str, Any], float_hook=_refuse_float).decode
+_write_sorted = msgspec.json.Encoder(order="sorted").encode
+
+
 class Encoded(dict[str, Any]):
     """A JSON object and its canonical text, encoded once; never changed after."""
 
@@ -43,3 +63,17 @@ class Encoded(dict[str, Any]):
     def __init__(self, value: Mapping[str, Any]) -> None:
         super().__init__(value)
         self.text = canonical_json(value)
+
+    @classmethod
+    def from_json(cls, text: bytes) -> Self:
+        """The JSON object ``text`` holds (e.g. a model's ``model_dump_json``), with its
+        canonical text: ``Encoded(json.loads(text))``, at a fraction of the cost."""
+        try:
+            value = _read_plain(text)
+            canonical = _write_sorted(value).decode()
+        except (_Float, msgspec.DecodeError, UnicodeEncodeError):  # read and written the json way
+            return cls(json.loads(text))
+        encoded = cls.__new__(cls)
+        dict.update(encoded, value)
+        encoded.text = canonical
+        return encoded

@@ -129,7 +129,8 @@ class Received:
 
 def received(event: FeedEvent) -> Received:
     """The event with its JSON form and its fingerprint (a digest of its canonical text)."""
-    dump = Encoded(event.model_dump(mode="json"))
+    # The JSON form of model_dump(mode="json"), by way of the serializer's JSON text.
+    dump = Encoded.from_json(event.__pydantic_serializer__.to_json(event))
     return Received(event, dump, hashlib.sha256(dump.text.encode()).hexdigest()[:32])
 
 

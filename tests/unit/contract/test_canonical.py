@@ -1,0 +1,105 @@
+"""``Encoded.from_json`` gives byte for byte the canonical text the json module gives, and
+the feed event's JSON form its model dump gives, whatever the text holds."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+from contract_examples import VALID
+from hypothesis import given
+from hypothesis import strategies as st
+
+from contract.canonical import Encoded, canonical_json
+from contract.feed import EventType, RoundVoided, RoundVoidedPayload, parse_event
+from croupier.round import received
+
+_KEYS = st.text(max_size=8)
+_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=12)
+)
+_JSON = st.recursive(
+    _SCALARS,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_KEYS, inner, max_size=3),
+    max_leaves=16,
+)
+
+
+@given(st.dictionaries(_KEYS, _JSON, max_size=6), st.booleans())
+def test_from_json_is_the_canonical_json_of_the_value(value: dict[str, Any], ascii: bool) -> None:
+    try:
+        text = json.dumps(value, ensure_ascii=ascii).encode()
+    except UnicodeEncodeError:  # a lone surrogate: only escaped is it JSON text
+        text = json.dumps(value).encode()
+    encoded = Encoded.from_json(text)
+    assert encoded == value
+    assert encoded.text == canonical_json(value)
+    assert type(encoded) is Encoded
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"a":1.0}',
+        '{"a":1e3}',
+        '{"b":[2.5,{"c":-0.0}]}',
+        '{"\\ud800":"lone"}',
+        '{"k":"\\udfff"}',
+        '{"k":"\\u0000\\u001f\\u007f\\u2028\\ud83d\\ude00"}',
+        '{"z":1,"a":{"y":[],"b":{}},"é":"\\"\\\\"}',
+    ],
+)
+def test_from_json_of_floats_surrogates_and_escapes(text: str) -> None:
+    value = json.loads(text)
+    encoded = Encoded.from_json(text.encode())
+    assert encoded == value
+    assert encoded.text == canonical_json(value)
+
+
+_OFFSETS = st.sampled_from([UTC, timezone(timedelta(hours=2)), timezone(timedelta(minutes=-330))])
+
+
+@given(
+    st.sampled_from(sorted(VALID)),
+    st.datetimes(min_value=datetime(1970, 1, 2), max_value=datetime(2999, 1, 1)),
+    _OFFSETS,
+    st.text(min_size=1, max_size=40).filter(lambda r: r.strip() and r.isprintable()),
+)
+def test_an_events_json_form_is_its_model_dump(
+    name: str, moment: datetime, zone: timezone, reason: str
+) -> None:
+    data = dict(VALID[name], occurred_at=moment.replace(tzinfo=zone).isoformat())
+    data["event_id"] = data["event_id"].upper()
+    if data["event_type"] == EventType.ROUND_VOIDED:
+        data["payload"] = {"reason": reason}
+    try:
+        parsed = parse_event(json.dumps(data))
+    except ValueError:
+        return  # a reason the contract refuses
+    dump = parsed.model_dump(mode="json")
+    arrival = received(parsed)
+    assert arrival.dump == dump
+    assert arrival.dump.text == canonical_json(dump)
+
+
+def test_a_void_croupier_writes_itself_is_dumped_the_same() -> None:
+    void = RoundVoided(
+        event_id="0b6f1f8e-5a47-4c1e-9a4e-000000000001",
+        event_type=EventType.ROUND_VOIDED,
+        schema_version=1,
+        table_id="ch-07",
+        round_id="r1",
+        seq=3,
+        occurred_at=datetime(2024, 5, 1, 20, 0, 0, 123456, UTC),
+        payload=RoundVoidedPayload(reason='voided by Croupier: "late" \\ après 2 s 😀'),
+    )
+    arrival = received(void)
+    assert arrival.dump == void.model_dump(mode="json")
+    assert arrival.dump.text == canonical_json(void.model_dump(mode="json"))
