@@ -37,7 +37,7 @@ from integration.service.service_harness import (
 )
 from tcp_proxy import TcpProxy
 
-from croupier.bus import DEAD_LETTER_QUEUE
+from croupier.bus import DEAD_LETTER_QUEUE, SHA256_HEADER
 from croupier.ledger import RecordedEvent
 from studio.feed import FeedMessage
 
@@ -225,12 +225,13 @@ def ledger_knows(events: Iterable[RecordedEvent]) -> tuple[set[str], set[str]]:
 
 
 def without_record(parked: Iterable[Parked], events: Sequence[RecordedEvent]) -> list[Parked]:
-    """Dead letters the ledger has no record of (by raw body digest or event id)."""
+    """Dead letters the ledger has no record of (by raw body digest, the whole message's for
+    a letter that carries only its first bytes, or by event id)."""
     digests, rejected = ledger_knows(events)
     return [
         p
         for p in parked
-        if hashlib.sha256(p.body).hexdigest() not in digests
+        if str(p.headers.get(SHA256_HEADER) or hashlib.sha256(p.body).hexdigest()) not in digests
         and p.message_id not in rejected
         and _event_id(p.body) not in rejected
     ]
