@@ -38,21 +38,24 @@ async def test_progress_is_live_on_a_terminal_a_few_times_a_second_and_quiet_off
     wallet = tmp_path / "wallet.csv"
     write_wallet(settled, wallet)
     header, *lines = wallet.read_text().splitlines()
-    with wallet.open("w") as out:  # long enough to take a few seconds
-        out.write(header + "\n")
-        for copy in range(20):
-            out.writelines(f"c{copy}-{line}\n" for line in lines)
-    command = [sys.executable, "-m", "croupier.cli", "reconcile", "--ledger", url]
-    command += ["--wallet", str(wallet)]
+    long, short = tmp_path / "long.csv", tmp_path / "short.csv"
+    for path, copies in ((long, 100), (short, 3)):  # long: staged in well over 0.25 s
+        with path.open("w") as out:
+            out.write(header + "\n")
+            for copy in range(copies):
+                out.writelines(f"c{copy}-{line}\n" for line in lines)
+    command = [sys.executable, "-m", "croupier.cli", "reconcile", "--ledger", url, "--wallet"]
 
-    on_terminal, elapsed = await asyncio.to_thread(_run_with_stderr_on_a_terminal, command)
+    on_terminal, elapsed = await asyncio.to_thread(
+        _run_with_stderr_on_a_terminal, [*command, str(long)]
+    )
     live = re.findall(r"\r(reconcile: [^\r\n]*, [\d,]+/s[^\r\n]*)", on_terminal)
     assert any(status.startswith("reconcile: wallet rows: ") for status in live), on_terminal
     assert len(live) <= elapsed / UPDATE_EVERY + 1
     assert re.search(r"reconcile: wallet rows: [\d,]+ rows in ", on_terminal)
     assert "reconcile: comparing: 1" in on_terminal  # the steps are counted
 
-    piped = subprocess.run(command, capture_output=True, text=True, check=False)
+    piped = subprocess.run([*command, str(short)], capture_output=True, text=True, check=False)
     assert piped.returncode == 1  # the copies are debited again
     assert "\r" not in piped.stderr and "\r" not in piped.stdout
     assert "reconcile: wallet rows: " in piped.stderr and "result " in piped.stdout
