@@ -4,10 +4,11 @@ For every round settled in the period (by the time the ledger recorded it), the 
 and the play residual (:mod:`holdem.integrity.terms`), summed per game, pay table and
 currency, each with its z-score. The ledger is read once; every exact value comes from the
 stored flop tables (:mod:`holdem.integrity.tables`), built on first use with a progress
-display (minutes, once per machine; a period of fewer than :data:`BUILD_FROM` rounds
-computes its flops on demand instead) or beforehand by ``croupier integrity --tables``
-(``make integrity-tables``). Exit 1 when a z-score is beyond the alert threshold (|z| > 4
-with at least 1,000 rounds), as the alerts have it. The play residual's ``variance`` (JSON)
+display (under a minute of CPU, once per machine; a period of fewer than :data:`BUILD_FROM`
+rounds computes its flops on demand instead; several processes at once build them once, the
+others waiting) or beforehand by ``croupier integrity --tables`` (``make
+integrity-tables``). Exit 1 when a z-score is beyond the alert threshold (|z| > 4 with at
+least 1,000 rounds), as the alerts have it. The play residual's ``variance`` (JSON)
 is the one its z-score reads: the boxes' exact variances plus ``covariance``, the boxes'
 covariance estimated from their residuals (Texas Hold'em Plus rounds of several boxes).
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -40,8 +42,8 @@ from holdem.odds.situation import ante_multipliers
 THRESHOLD: Final = 4.0
 MIN_ROUNDS: Final = 1_000
 PAGE: Final = 2_000
-#: From this many rounds, building the stored tables (every flop once, minutes) is quicker
-#: than computing each round's flop on demand (a fraction of a second each).
+#: From this many rounds, building the stored tables (every flop once, under a minute) is
+#: quicker than computing each round's flop on demand (a few hundredths of a second each).
 BUILD_FROM: Final = 2_000
 
 
@@ -75,7 +77,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--tables",
         action="store_true",
-        help="build and store the exact tables of every pay table (minutes, once per machine; "
+        help="build and store the exact tables of every pay table (under a minute, once per "
+        "machine; "
         f"kept in {tables.cache_dir()}), then exit",
     )
     parser.set_defaults(run=run)
@@ -154,7 +157,15 @@ def prepare_tables(paytables: Iterable[PayTable], build: bool = True) -> None:
     if not tables.load(ch, thp) or not build:
         return
     with Progress("integrity: building the exact tables once", "flops", 1_755) as progress:
-        tables.prepare(ch, thp, lambda done, _: progress.advance(1))
+        tables.prepare(ch, thp, lambda done, _: progress.advance(1), _waiting)
+
+
+def _waiting() -> None:
+    print(
+        "integrity: another process is building the exact tables; waiting to read them",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _report(

@@ -11,10 +11,12 @@ Numerators are exact integers over the completions counted: Casino Hold'em over
 :data:`~holdem.odds.situation.THP_TURN_COMPLETIONS`, its flop over 47 times that.
 
 Stored tables. Every canonical flop's values under one ante table, built once (one pass
-over the 1,755 flops, minutes: :func:`build`, ``make integrity-tables``) and kept in
-:func:`cache_dir` (``$XDG_CACHE_HOME/croupier`` or ``~/.cache/croupier``), in files keyed
-on the ante table and on the source of the code that counts the outcomes, so a change to
-that code is a new file, never a stale value:
+over the 1,755 flops, both games from one sweep of each, under a minute of CPU:
+:func:`build`, ``make integrity-tables``) and kept in :func:`cache_dir`
+(``$XDG_CACHE_HOME/croupier`` or ``~/.cache/croupier``), in files keyed on the ante table
+and on the source of the code that counts the outcomes, so a change to that code is a new
+file, never a stale value. One process builds at a time (a lock file beside them); others
+that need the same tables wait for it and read what it stored:
 
 - ``integrity-ch-<key>.npz``: a Casino Hold'em call's net and its square, summed over the
   completions, for every hole pair of every flop (about 33 MB);
@@ -31,11 +33,13 @@ demand, exactly the same values.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from pathlib import Path
@@ -44,14 +48,13 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from holdem.odds import engine, situation
+from holdem.odds import engine, situation, sweep
 from holdem.odds.combos import SUIT_PERMUTATIONS, canonical_flops, pair_index, permute_suits
-from holdem.odds.engine import casino_holdem_flop_all, thp_flop_all
+from holdem.odds.engine import casino_holdem_flop_all, flop_all, thp_flop_all
 from holdem.odds.situation import (
     THP_TURN_COMPLETIONS,
     THP_TURNS,
     ch_call_numerator,
-    thp_turn_numerators,
 )
 
 I64 = npt.NDArray[np.int64]
@@ -191,13 +194,15 @@ class ThpFlopTable:
 def thp_flop_table(multipliers: Multipliers, flop: Flop) -> ThpFlopTable:
     """The Texas Hold'em Plus table of a canonical flop under one ante table."""
     counts = thp_flop_all(flop)
-    wins, losses = counts.wins, counts.losses
-    best = np.stack(
-        [
-            thp_turn_numerators(wins, losses, THP_TURN_COMPLETIONS, fb, multipliers).max(axis=-1)
-            for fb in (0, 1)
-        ]
-    )
+    return _thp_of_counts(multipliers, counts.wins, counts.losses)
+
+
+def _thp_of_counts(multipliers: Multipliers, wins: I64, losses: I64) -> ThpFlopTable:
+    won, paid = wins.sum(axis=-1), wins @ np.asarray(multipliers, dtype=np.int64)
+    best = np.empty((2, *won.shape), dtype=np.int64)
+    for fb in (0, 1):
+        check, fold, bet = turn_numerators(won, losses, paid, fb)  # type: ignore[arg-type]
+        np.maximum(np.maximum(check, bet), fold, out=best[fb])
     check = best[0].sum(axis=-1)
     bet = best[1].sum(axis=-1)
     fold = np.full_like(check, -3 * THP_TURN_COMPLETIONS * THP_TURNS)
@@ -320,7 +325,7 @@ def cache_dir() -> Path:
 def _key(game: str, multipliers: Multipliers) -> str:
     # Keyed on the ante table and on the code that counts the outcomes and lays out the file.
     here = Path(__file__)
-    source = b"".join(Path(m.__file__ or "").read_bytes() for m in (engine, situation))
+    source = b"".join(Path(m.__file__ or "").read_bytes() for m in (engine, sweep, situation))
     source += game.encode() + repr(_THP_FIELDS).encode() + here.name.encode()
     return hashlib.sha256(repr(multipliers).encode() + source).hexdigest()[:16]
 
@@ -386,22 +391,52 @@ def prepare(
     ch: Iterable[Multipliers] = (),
     thp: Iterable[Multipliers] = (),
     progress: Progress | None = None,
+    waiting: Callable[[], None] | None = None,
 ) -> None:
-    """Read the stored tables of these ante tables, building what is missing first."""
+    """Read the stored tables of these ante tables, building what is missing first.
+
+    One process at a time builds (a lock file in :func:`cache_dir`): the others wait for it
+    (``waiting`` is called when they start to) and then read what it stored.
+    """
     ch, thp = list(dict.fromkeys(ch)), list(dict.fromkeys(thp))
     load(ch, thp)
-    missing_ch = [m for m in ch if m not in _CH_STORED]
-    build(missing_ch, [m for m in thp if m not in _THP_STORED], progress)
+    if any(m not in _CH_STORED for m in ch) or any(m not in _THP_STORED for m in thp):
+        with _building(waiting):
+            _LOOKED.clear()
+            load(ch, thp)  # what another process built while this one waited
+            missing_ch = [m for m in ch if m not in _CH_STORED]
+            build(missing_ch, [m for m in thp if m not in _THP_STORED], progress)
     _LOOKED.clear()
     missing = load(ch, thp)
     if missing:
         raise OSError(f"the integrity tables could not be stored in {cache_dir()}: {missing}")
 
 
+@contextmanager
+def _building(waiting: Callable[[], None] | None) -> Iterator[None]:
+    """Hold the cache's build lock (released by the system if the process dies)."""
+    cache_dir().mkdir(parents=True, exist_ok=True)
+    with open(cache_dir() / "integrity-build.lock", "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if waiting:
+                waiting()
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def build(
     ch: Sequence[Multipliers], thp: Sequence[Multipliers], progress: Progress | None = None
 ) -> None:
-    """Build and store the tables of these ante tables, every canonical flop once (minutes)."""
+    """Build and store the tables of these ante tables, every canonical flop once.
+
+    About 30 ms of CPU a flop for both games together (under a minute for all 1,755); call
+    it through :func:`prepare`, which keeps other processes from building the same at once.
+    """
     if not ch and not thp:
         return
     flops = _flops()
@@ -410,14 +445,13 @@ def build(
     ch_second = {m: np.empty((len(flops), 1176), np.int64) for m in ch}
     thp_out = {m: _open_thp(m, len(flops)) for m in thp}
     for i, flop in enumerate(flops):
-        if ch:
-            counts = _ch_counts(flop)
-            for m in ch:
-                table = _ch_of_counts(m, *counts)
-                ch_ev[m][i], ch_second[m][i] = table.ev, table.second
+        # One sweep of the flop counts both games.
+        c, t = flop_all(flop, ch=bool(ch), thp=bool(thp))
+        for m in ch:
+            table = _ch_of_counts(m, c.no_qualify, c.wins, c.ties, c.losses)
+            ch_ev[m][i], ch_second[m][i] = table.ev, table.second
         for m, (_, arrays) in thp_out.items():
-            _store_thp_flop(m, flop, arrays, i)
-            thp_flop_table.cache_clear()
+            _store_thp_flop(m, _thp_of_counts(m, t.wins, t.losses), arrays, i)
         if progress:
             progress(i + 1, len(flops))
     for m in ch:
@@ -451,9 +485,8 @@ def _open_thp(multipliers: Multipliers, flops: int) -> tuple[Path, dict[str, npt
 
 
 def _store_thp_flop(
-    multipliers: Multipliers, flop: Flop, arrays: dict[str, npt.NDArray[Any]], i: int
+    multipliers: Multipliers, table: ThpFlopTable, arrays: dict[str, npt.NDArray[Any]], i: int
 ) -> None:
-    table = thp_flop_table(multipliers, flop)
     paid, square = _showdown_sums(multipliers, table.wins)
     arrays["won"][i] = table.wins.sum(axis=-1)
     arrays["lost"][i] = table.losses

@@ -2,7 +2,12 @@
 
 For a flop F, 49 cards remain. Each seven-card hand that matters is F plus four of them, so
 the C(49, 4) = 211,876 hands are evaluated once and serve both sides: the player's hand is
-F + hole + turn/river and the dealer's is F + dealer pair + turn/river. For each of the 1,176
+F + hole + turn/river and the dealer's is F + dealer pair + turn/river.
+
+:func:`casino_holdem_flop_all`, :func:`thp_flop_all` and :func:`flop_all` (both games from
+one pass) count by the compiled sweep of :mod:`holdem.odds.sweep`. The ``ranked_`` functions
+reach the same integers in numpy by another route, kept as its independent check (the tests
+compare the two flop by flop) and as the benchmark's anchor: for each of the 1,176
 turn/river pairs, the 1,081 pairs of the 47 other cards are ranked by strength; the number of
 dealer pairs that are disjoint from a hole pair ``{a, b}`` and weaker (or no stronger) than
 it is its rank among all pairs, less its ranks among the 46 pairs holding ``a`` and the 46
@@ -26,6 +31,7 @@ import numpy.typing as npt
 from holdem.evaluator import evaluate_batch
 from holdem.odds.combos import colex4, pair_index, pairs, quads
 from holdem.odds.situation import category_of_strength, qualifying_strength
+from holdem.odds.sweep import flop_counts
 
 I32 = npt.NDArray[np.int32]
 I64 = npt.NDArray[np.int64]
@@ -204,6 +210,11 @@ class CasinoHoldemFlop:
 
 def casino_holdem_flop_all(flop: tuple[int, int, int]) -> CasinoHoldemFlop:
     """Casino Hold'em call outcome counts of every hole pair of one flop."""
+    return flop_all(flop, thp=False)[0]
+
+
+def ranked_casino_holdem_flop_all(flop: tuple[int, int, int]) -> CasinoHoldemFlop:
+    """:func:`casino_holdem_flop_all` by ranking in numpy (the check and the anchor)."""
     s = flop_showdowns(flop)
     t = tables()
     qualifies = s.strength >= qualifying_strength()
@@ -236,6 +247,11 @@ class ThpFlop:
 
 def thp_flop_all(flop: tuple[int, int, int]) -> ThpFlop:
     """Texas Hold'em Plus showdown counts of every hole pair and turn card of one flop."""
+    return flop_all(flop, ch=False)[1]
+
+
+def ranked_thp_flop_all(flop: tuple[int, int, int]) -> ThpFlop:
+    """:func:`thp_flop_all` by ranking in numpy (the check and the anchor)."""
     s = flop_showdowns(flop, with_qualify=False)
     t = tables()
     losses = DISJOINT - s.upto
@@ -253,4 +269,18 @@ def thp_flop_all(flop: tuple[int, int, int]) -> ThpFlop:
         remaining=s.remaining,
         wins=win.reshape(HOLES, REMAINING, 10)[rows, t.hole_turns],
         losses=lose.reshape(HOLES, REMAINING)[rows, t.hole_turns],
+    )
+
+
+def flop_all(
+    flop: tuple[int, int, int], ch: bool = True, thp: bool = True
+) -> tuple[CasinoHoldemFlop, ThpFlop]:
+    """Both games' counts of every hole pair of one flop, from one sweep.
+
+    A game not asked for (``ch``, ``thp``) comes back all zeros, at no cost.
+    """
+    c = flop_counts(flop, ch=ch, thp=thp)
+    return (
+        CasinoHoldemFlop(c.remaining, c.ch_no_qualify, c.ch_wins, c.ch_ties, c.ch_losses),
+        ThpFlop(c.remaining, c.thp_wins, c.thp_losses),
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import fcntl
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -32,9 +34,9 @@ def test_a_stored_texas_holdem_plus_flop_reads_as_its_table(cache: Path) -> None
     m = ante_multipliers(STANDARD)
     flop = FLOPS[700]
     _, arrays = tables._open_thp(m, 1)
-    tables._store_thp_flop(m, flop, arrays, 0)
-    stored = tables._ThpStored({flop: 0}, m, arrays)
     table = tables.thp_flop_table(m, flop)
+    tables._store_thp_flop(m, table, arrays, 0)
+    stored = tables._ThpStored({flop: 0}, m, arrays)
     for row, turn in [(0, 0), (17, 46), (1175, 23), (600, 5)]:
         got = stored.situation(flop, row, turn)
         want = tables._thp_situation(m, table, row, turn)
@@ -64,3 +66,29 @@ def test_stored_casino_holdem_tables_are_read_on_first_use(cache: Path) -> None:
     assert np.array_equal(got.ev, computed.ev) and np.array_equal(got.second, computed.second)
     assert set(tables.ch_flop_table(m, FLOPS[4]).ev) == {7}
     assert tables.load(ch=[m]) == []
+
+
+def test_a_process_that_finds_the_tables_being_built_waits_and_reads_them(cache: Path) -> None:
+    m = ante_multipliers(CLASSIC)
+    waiting = threading.Event()
+    failed: list[BaseException] = []
+
+    def prepare() -> None:
+        try:
+            tables.prepare(ch=[m], waiting=waiting.set)
+        except BaseException as error:  # reported by the test below
+            failed.append(error)
+
+    with open(cache / "integrity-build.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another builder holds the lock
+        other = threading.Thread(target=prepare)
+        other.start()
+        assert waiting.wait(30), "prepare did not wait for the build lock"
+        # What the other builder stores: 7 is no value a build gives, so reading it back
+        # proves the waiting process read the stored file instead of building its own.
+        sevens = np.full((len(FLOPS), 1176), 7, dtype=np.int64)
+        tables._store(tables._ch_path(m), ev=sevens, second=sevens)
+        fcntl.flock(lock, fcntl.LOCK_UN)
+    other.join(60)
+    assert not other.is_alive() and not failed
+    assert set(tables.ch_flop_table(m, FLOPS[9]).ev) == {7}
