@@ -96,7 +96,7 @@ contracts: $(STAMP)
 par: $(STAMP)
 	$(BIN)/croupier par --all --write
 
-## integrity-tables: build the exact flop tables of every pay table once (minutes; kept in
+## integrity-tables: build the exact flop tables of every pay table once (under a minute; kept in
 ## $XDG_CACHE_HOME/croupier or ~/.cache/croupier; otherwise built on first use)
 integrity-tables: $(STAMP)
 	$(BIN)/croupier integrity --tables

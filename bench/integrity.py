@@ -27,6 +27,10 @@ Rows:
   boxes' ante deal correlation from the flop tables beside the stored exact one.
 - ``day``: the throughput of recomputing a day (190,000 rounds) through the real path
   (settled facts -> :func:`croupier.integrity.settled_terms`), see :func:`run_day`.
+- ``tables``: building the exact flop tables, see :func:`run_tables`: CPU per flop of both
+  games by the compiled sweep beside the numpy ranking (the anchor, the path that built them
+  before) on the same flops; then four ``croupier integrity --tables`` started at once on an
+  empty cache, as on a fresh machine: one builds, the others wait and read.
 
 ``python -m bench integrity`` runs it; ``BENCH_SEEDS`` and ``BENCH_CAP`` change the effort.
 """
@@ -35,6 +39,9 @@ from __future__ import annotations
 
 import os
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -50,6 +57,7 @@ from holdem.evaluator import evaluate_batch
 from holdem.integrity import tables
 from holdem.integrity.constants import THP_FLOP_COMPLETIONS, load_constants
 from holdem.integrity.terms import Calculator, Terms, calculator
+from holdem.odds import engine
 from holdem.odds.combos import canonical_flops, hole_class, pair_index, pairs
 from holdem.odds.par import ParSheet, load_par
 from holdem.odds.situation import (
@@ -354,6 +362,7 @@ def run(
     echo: Callable[[str], None] = print,
 ) -> None:
     """Print the alert and no-fault rows (see the module docstring)."""
+    run_tables(echo)
     started = time.perf_counter()
     _arrays()
     echo(f"load: {os.getloadavg()[0]:.2f} (1 min); seeds {seeds}; alert at |z| >= {ALERT_Z}")
@@ -795,6 +804,85 @@ def run_day(echo: Callable[[str], None] = print) -> None:
         )
 
 
+TABLE_FLOPS: Final = 6
+BUILDERS: Final = 4
+Flop = tuple[int, int, int]
+Counts = Callable[[Flop], tuple[engine.CasinoHoldemFlop, engine.ThpFlop]]
+
+
+def run_tables(echo: Callable[[str], None] = print) -> None:
+    """The exact tables: the sweep against the numpy ranking, then a build on an empty cache."""
+    ch = ante_multipliers(TABLE)
+    thp = ante_multipliers(load_paytable("texas-holdem-plus/standard"))
+    flops = [flop for flop, _ in canonical_flops()][100 :: 1755 // TABLE_FLOPS][:TABLE_FLOPS]
+    engine.flop_all(flops[0])  # compiled (or loaded from numba's cache) outside the timing
+    engine.ranked_casino_holdem_flop_all(flops[0])  # the ranking's index tables, likewise
+    rows = {name: np.empty((1, 1176, 47), dtype=np.int64) for name in ("won", "lost")}
+    rows |= {name: np.empty((1, 1176, 47), dtype=np.int64) for name in ("paid", "paid_square")}
+    rows |= {"flop": np.empty((1, 1176, 3), np.int64), "spread": np.empty((1, 1176, 3))}
+
+    def build_flop(counts: Counts, flop: Flop) -> None:
+        c, t = counts(flop)
+        tables._ch_of_counts(ch, c.no_qualify, c.wins, c.ties, c.losses)
+        tables._store_thp_flop(thp, t.wins, t.losses, rows, 0)
+
+    def ranked(flop: Flop) -> tuple[engine.CasinoHoldemFlop, engine.ThpFlop]:
+        return engine.ranked_casino_holdem_flop_all(flop), engine.ranked_thp_flop_all(flop)
+
+    spent = {"ranking": 0.0, "sweep": 0.0}
+    for flop in flops:  # alternately, so a change in the machine's load falls on both
+        for name, counts in (("ranking", ranked), ("sweep", engine.flop_all)):
+            before = time.process_time()
+            build_flop(counts, flop)
+            spent[name] += time.process_time() - before
+    old, new = (spent[name] / len(flops) for name in ("ranking", "sweep"))
+    echo(
+        f"tables: CPU per flop, both games (Casino Hold'em {TABLE.id} and Texas Hold'em Plus "
+        f"standard), {len(flops)} flops: numpy ranking (anchor) {old * 1e3:.0f} ms, "
+        f"compiled sweep {new * 1e3:.1f} ms: {old / new:.1f}x; all 1,755 flops: "
+        f"{1755 * old:.0f} s against {1755 * new:.0f} s"
+    )
+    _fresh_build(old, echo)
+
+
+def _fresh_build(anchor: float, echo: Callable[[str], None]) -> None:
+    """Four ``croupier integrity --tables`` at once on an empty cache: wall and CPU of each."""
+    croupier = os.path.join(os.path.dirname(sys.executable), "croupier")
+    with tempfile.TemporaryDirectory(prefix="croupier-fresh-") as empty:
+        env = {**os.environ, "XDG_CACHE_HOME": empty}
+        load = os.getloadavg()[0]
+        wall = time.perf_counter()
+        running = [
+            subprocess.Popen(
+                [croupier, "integrity", "--tables"],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(BUILDERS)
+        ]
+        ended: list[tuple[float, float, bool]] = []
+        for process in running:
+            assert process.stderr is not None
+            said = process.stderr.read()
+            _, status, usage = os.wait4(process.pid, 0)
+            process.returncode = os.waitstatus_to_exitcode(status)
+            if process.returncode:
+                raise RuntimeError(f"croupier integrity --tables failed: {said}")
+            cpu = usage.ru_utime + usage.ru_stime
+            ended.append((time.perf_counter() - wall, cpu, "waiting" in said))
+    waited = [cpu for _, cpu, wait in ended if wait]
+    built = [cpu for _, cpu, wait in ended if not wait]
+    echo(
+        f"tables: {BUILDERS} croupier integrity --tables at once on an empty cache (every "
+        f"pay table): all done in {max(w for w, _, _ in ended):.0f} s wall (load {load:.1f}); "
+        f"{len(built)} did not wait (built), CPU {', '.join(f'{c:.0f} s' for c in built)}; "
+        f"{len(waited)} waited and read, CPU {', '.join(f'{c:.1f} s' for c in waited)}; "
+        f"anchor: the ranking's {1755 * anchor:.0f} s CPU for the same build, each"
+    )
+
+
 if __name__ == "__main__":
     import sys
 
@@ -804,6 +892,7 @@ if __name__ == "__main__":
         "boxes": real_path_rates,
         "scale": box_rows,
         "day": run_day,
+        "tables": run_tables,
         "all": run,
     }
     for part in sys.argv[1:] or ["all"]:

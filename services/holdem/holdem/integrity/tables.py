@@ -38,7 +38,9 @@ import hashlib
 import os
 import shutil
 import tempfile
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache, lru_cache
@@ -199,17 +201,21 @@ def thp_flop_table(multipliers: Multipliers, flop: Flop) -> ThpFlopTable:
 
 def _thp_of_counts(multipliers: Multipliers, wins: I64, losses: I64) -> ThpFlopTable:
     won, paid = wins.sum(axis=-1), wins @ np.asarray(multipliers, dtype=np.int64)
-    best = np.empty((2, *won.shape), dtype=np.int64)
-    for fb in (0, 1):
-        check, fold, bet = turn_numerators(won, losses, paid, fb)  # type: ignore[arg-type]
-        np.maximum(np.maximum(check, bet), fold, out=best[fb])
-    check = best[0].sum(axis=-1)
-    bet = best[1].sum(axis=-1)
-    fold = np.full_like(check, -3 * THP_TURN_COMPLETIONS * THP_TURNS)
-    flop_n = np.stack([check, fold, bet], axis=-1)
+    best, flop_n = _best_play(won, losses, paid)
     for array in (wins, losses, best, flop_n):
         array.setflags(write=False)
     return ThpFlopTable(wins, losses, best, flop_n)
+
+
+def _best_play(won: I64, lost: I64, paid: I64) -> tuple[I64, I64]:
+    """From the showdown sums after each turn card: ``best_turn`` and ``flop`` of a table."""
+    best = np.empty((2, *won.shape), dtype=np.int64)
+    for fb in (0, 1):
+        check, fold, bet = turn_numerators(won, lost, paid, fb)  # type: ignore[arg-type]
+        np.maximum(np.maximum(check, bet), fold, out=best[fb])
+    check_n = best[0].sum(axis=-1)
+    fold_n = np.full_like(check_n, -3 * THP_TURN_COMPLETIONS * THP_TURNS)
+    return best, np.stack([check_n, fold_n, best[1].sum(axis=-1)], axis=-1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -434,8 +440,9 @@ def build(
 ) -> None:
     """Build and store the tables of these ante tables, every canonical flop once.
 
-    About 30 ms of CPU a flop for both games together (under a minute for all 1,755); call
-    it through :func:`prepare`, which keeps other processes from building the same at once.
+    About 25 ms of CPU a flop for both games together (under a minute for all 1,755, spread
+    over the cores); call it through :func:`prepare`, which keeps other processes from
+    building the same at once.
     """
     if not ch and not thp:
         return
@@ -444,14 +451,12 @@ def build(
     ch_ev = {m: np.empty((len(flops), 1176), np.int64) for m in ch}
     ch_second = {m: np.empty((len(flops), 1176), np.int64) for m in ch}
     thp_out = {m: _open_thp(m, len(flops)) for m in thp}
-    for i, flop in enumerate(flops):
-        # One sweep of the flop counts both games.
-        c, t = flop_all(flop, ch=bool(ch), thp=bool(thp))
+    for i, (c, t) in enumerate(_swept(flops, ch=bool(ch), thp=bool(thp))):
         for m in ch:
             table = _ch_of_counts(m, c.no_qualify, c.wins, c.ties, c.losses)
             ch_ev[m][i], ch_second[m][i] = table.ev, table.second
         for m, (_, arrays) in thp_out.items():
-            _store_thp_flop(m, _thp_of_counts(m, t.wins, t.losses), arrays, i)
+            _store_thp_flop(m, t.wins, t.losses, arrays, i)
         if progress:
             progress(i + 1, len(flops))
     for m in ch:
@@ -463,6 +468,25 @@ def build(
         final = _thp_path(m)
         shutil.rmtree(final, ignore_errors=True)
         os.replace(building, final)
+
+
+def _swept(
+    flops: Sequence[Flop], ch: bool, thp: bool
+) -> Iterator[tuple[engine.CasinoHoldemFlop, engine.ThpFlop]]:
+    """Each flop's counts of both games (one sweep), in order, on every core this may use.
+
+    The sweep runs outside the interpreter's lock, so threads suffice; a few flops ahead at
+    most, so the memory held stays a few tens of megabytes.
+    """
+    workers = len(os.sched_getaffinity(0))
+    with ThreadPoolExecutor(workers) as pool:
+        ahead: deque[Future[tuple[engine.CasinoHoldemFlop, engine.ThpFlop]]] = deque()
+        for flop in flops:
+            ahead.append(pool.submit(flop_all, flop, ch, thp))
+            if len(ahead) > 2 * workers:
+                yield ahead.popleft().result()
+        while ahead:
+            yield ahead.popleft().result()
 
 
 def _open_thp(multipliers: Multipliers, flops: int) -> tuple[Path, dict[str, npt.NDArray[Any]]]:
@@ -485,15 +509,18 @@ def _open_thp(multipliers: Multipliers, flops: int) -> tuple[Path, dict[str, npt
 
 
 def _store_thp_flop(
-    multipliers: Multipliers, table: ThpFlopTable, arrays: dict[str, npt.NDArray[Any]], i: int
+    multipliers: Multipliers, wins: I64, losses: I64, arrays: dict[str, npt.NDArray[Any]], i: int
 ) -> None:
-    paid, square = _showdown_sums(multipliers, table.wins)
-    arrays["won"][i] = table.wins.sum(axis=-1)
-    arrays["lost"][i] = table.losses
+    """Store a flop's counts as the stored table's row ``i``, the sums computed once."""
+    m = np.asarray(multipliers, dtype=np.int64)
+    won, paid, square = wins.sum(axis=-1), wins @ m, wins @ (m * m)
+    best, flop_n = _best_play(won, losses, paid)
+    arrays["won"][i] = won
+    arrays["lost"][i] = losses
     arrays["paid"][i] = paid
     arrays["paid_square"][i] = square
-    arrays["flop"][i] = table.flop
-    after = table.best_turn.astype(np.float64).transpose(1, 0, 2) / THP_TURN_COMPLETIONS
+    arrays["flop"][i] = flop_n
+    after = best.astype(np.float64).transpose(1, 0, 2) / THP_TURN_COMPLETIONS
     arrays["spread"][i] = _spread(after)
 
 

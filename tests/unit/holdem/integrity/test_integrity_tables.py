@@ -35,7 +35,7 @@ def test_a_stored_texas_holdem_plus_flop_reads_as_its_table(cache: Path) -> None
     flop = FLOPS[700]
     _, arrays = tables._open_thp(m, 1)
     table = tables.thp_flop_table(m, flop)
-    tables._store_thp_flop(m, table, arrays, 0)
+    tables._store_thp_flop(m, table.wins, table.losses, arrays, 0)
     stored = tables._ThpStored({flop: 0}, m, arrays)
     for row, turn in [(0, 0), (17, 46), (1175, 23), (600, 5)]:
         got = stored.situation(flop, row, turn)
