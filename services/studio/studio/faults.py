@@ -141,9 +141,11 @@ def _antes(draft: Draft) -> dict[str, int]:
 def _late_bet(draft: Draft, rng: random.Random) -> None:
     """An ante placed after the first deal closed betting."""
     steps = draft.steps
-    first_deal = _deals(draft)[0]
-    ante = next(s for s in steps if s.event_type is EventType.BET_PLACED)
-    at = rng.randrange(first_deal + 1, len(steps))
+    deals = _deals(draft)
+    ante = next((s for s in steps if s.event_type is EventType.BET_PLACED), None)
+    if not deals or ante is None:  # voided before the deal, or nobody bet: no late bet
+        return
+    at = rng.randrange(deals[0] + 1, len(steps))
     payload: dict[str, Any] = {**ante.payload, "bet_id": draft.new_bet_id()}
     steps.insert(at, Step(EventType.BET_PLACED, payload, steps[at - 1].at_ms, "late_bet"))
 

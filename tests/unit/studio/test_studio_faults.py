@@ -109,3 +109,13 @@ def test_fault_rates_must_be_rates() -> None:
         Faults(void=1.5)
     with pytest.raises(ConfigError):
         Faults.only("gremlins")
+
+
+def test_a_round_voided_before_its_deal_takes_no_late_bet() -> None:
+    """With void and late_bet both drawn, a round voided before any card is dealt has no
+    betting to close: it is sent voided, without a late bet (no card to come after)."""
+    messages = faulty_feed(Faults(void=0.5, late_bet=0.5))
+    late = [m for m in messages if m.fault == "late_bet"]
+    assert late, "some rounds take a late bet"
+    for view in read_rounds(messages).values():
+        assert view.defects() <= {"void", "late_bet"}, view.round_id
