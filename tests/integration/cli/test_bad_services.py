@@ -152,8 +152,8 @@ def test_a_bad_service_configuration_is_one_line_and_exit_2(case: Case, tmp_path
     assert case.message in line, done.stderr
     if case.args[0] == "serve":
         assert all(json.loads(log)["logger"] for log in logs), done.stderr
-    else:
-        assert logs == [], done.stderr
+    else:  # its own progress lines may come first, no log line of a library
+        assert not [log for log in logs if log.startswith("{")], done.stderr
     assert "Traceback" not in done.stderr and SECRET not in done.stdout + done.stderr
     assert "Errno" not in done.stderr
     if case.args[0] == "reconcile":  # the wallet's database is at fault, not the ledger
