@@ -65,6 +65,19 @@ class Encoded(dict[str, Any]):
         self.text = canonical_json(value)
 
     @classmethod
+    def plain(cls, value: Mapping[str, Any]) -> Self:
+        """``Encoded(value)`` for a value that holds no float (msgspec writes those
+        otherwise): strings, integers, booleans, None, lists and str-keyed dicts."""
+        try:
+            canonical = _write_sorted(value).decode()
+        except UnicodeEncodeError:  # a lone surrogate: written the json way
+            return cls(value)
+        encoded = cls.__new__(cls)
+        dict.update(encoded, value)
+        encoded.text = canonical
+        return encoded
+
+    @classmethod
     def from_json(cls, text: bytes) -> Self:
         """The JSON object ``text`` holds (e.g. a model's ``model_dump_json``), with its
         canonical text: ``Encoded(json.loads(text))``, at a fraction of the cost."""

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final, TextIO
 
+import msgspec
 import structlog
 
 from contract.codes import RejectionCode
@@ -182,12 +183,17 @@ class _Output:
 
 
 # Compact UTF-8 JSON in the body's (the contract's) field order: the text
-# ``SettlementResult.model_dump_json`` gives, without building the model.
-_result_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+# ``SettlementResult.model_dump_json`` gives, without building the model. msgspec writes
+# the json module's text for a result (integers and text) several times faster.
+_result_json = msgspec.json.Encoder().encode
+_result_json_slow = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
 def _result_line(body: ResultBody) -> str:
-    return _result_json(body) + "\n"
+    try:
+        return _result_json(body).decode() + "\n"
+    except UnicodeEncodeError:  # a lone surrogate: the json module writes it
+        return _result_json_slow(body) + "\n"
 
 
 def _count(

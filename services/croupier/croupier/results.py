@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any, Final
 
-from contract.canonical import canonical_json
+from contract.canonical import Encoded, canonical_json
 from croupier.bus import SETTLEMENTS_EXCHANGE
 from croupier.facts import closing
 from croupier.ledger import OutboxMessage
@@ -86,17 +86,24 @@ def result_messages(fact_type: str, data: Mapping[str, Any], key: str) -> list[O
     """The outbox messages a closing fact (``key``) calls for: one result per player."""
     if fact_type not in (SETTLED, VOIDED):
         return []
-    return [
-        # the wallets' routing key: <currency>.<player_id>
-        OutboxMessage(
-            body["message_id"],
-            SETTLEMENTS_EXCHANGE,
-            f"{body['currency']}.{body['player_id']}",
-            body,
-            key,
-        )
-        for body in result_bodies(data)
-    ]
+    return [_message(body, key) for body in result_bodies(data)]
+
+
+def decided_result_messages(
+    fact_type: str, data: Mapping[str, Any], key: str
+) -> list[OutboxMessage]:
+    """:func:`result_messages` of a closing fact the Round has just decided, each body
+    :class:`~contract.canonical.Encoded` with its canonical text (written once, by msgspec:
+    the Round's results hold integers and text, never a float)."""
+    if fact_type not in (SETTLED, VOIDED):
+        return []
+    return [_message(Encoded.plain(body), key) for body in result_bodies(data)]
+
+
+def _message(body: Mapping[str, Any], key: str) -> OutboxMessage:
+    # the wallets' routing key: <currency>.<player_id>
+    routing_key = f"{body['currency']}.{body['player_id']}"
+    return OutboxMessage(body["message_id"], SETTLEMENTS_EXCHANGE, routing_key, body, key)
 
 
 def outbox_rule(fact_type: str, data: str) -> list[Expected]:

@@ -30,7 +30,7 @@ from croupier.ledger import Ledger, OutboxMessage, RecordedEvent, StreamAppend
 from croupier.logs import context_ids
 from croupier.meters import Meters
 from croupier.repository import RoundRepository
-from croupier.results import ResultBody, result_messages
+from croupier.results import ResultBody, decided_result_messages
 from croupier.round import HELD, REJECTED, SETTLED, VOIDED, Round, Status, stream_name
 
 REJECTIONS_STREAM: Final = "rejections"
@@ -361,7 +361,7 @@ class Settler:
         return [_handled_fact(fact, ref if i == 0 else 0) for i, fact in enumerate(facts)]
 
     def _record_results(self, fact: Fact, work: Decided) -> None:
-        messages = result_messages(fact.type, fact.data, fact.key)
+        messages = decided_result_messages(fact.type, fact.data, fact.key)
         work.results[fact.key] = [m.body for m in messages]
         work.outbox += messages
 

@@ -44,6 +44,21 @@ def test_from_json_is_the_canonical_json_of_the_value(value: dict[str, Any], asc
     assert type(encoded) is Encoded
 
 
+_PLAIN = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=12),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_KEYS, inner, max_size=3),
+    max_leaves=16,
+)
+
+
+@given(st.dictionaries(_KEYS, _PLAIN, max_size=6))
+def test_plain_is_the_canonical_json_of_a_value_without_floats(value: dict[str, Any]) -> None:
+    encoded = Encoded.plain(value)
+    assert encoded == value
+    assert encoded.text == canonical_json(value)
+    assert type(encoded) is Encoded
+
+
 @pytest.mark.parametrize(
     "text",
     [

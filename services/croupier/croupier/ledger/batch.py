@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from contract.canonical import canonical_json
+from contract.canonical import Encoded, canonical_json
 from croupier.facts import Fact
 from croupier.ledger import (
     IdempotencyConflict,
@@ -189,7 +189,8 @@ def _plan_outbox(
     planned: list[OutboxInsert] = []
     for message in outbox:
         position, digest = events[message.event_key] if message.event_key else head
-        body = canonical_json(message.body)
+        # A body that carries its canonical text (a settlement result) is not encoded again.
+        body = message.body.text if type(message.body) is Encoded else canonical_json(message.body)
         stored = existing.get(message.message_id)
         if stored is None:
             planned.append(
