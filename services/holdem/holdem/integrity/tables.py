@@ -28,7 +28,9 @@ that need the same tables wait for it and read what it stored:
 Once stored, every path reads them (:func:`load` for the projector, :func:`prepare` for
 ``croupier integrity`` and the benchmarks, which build what is missing with a progress
 display); a situation of an ante table without stored tables is computed from its flop on
-demand, exactly the same values.
+demand, exactly the same values (a few hundredths of a second a flop), and a process that
+found none looks again after :data:`LOOK_AGAIN` seconds, so a running projector takes up
+tables stored after it started.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ import hashlib
 import os
 import shutil
 import tempfile
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -320,7 +323,20 @@ class _ThpStored:
 
 
 _THP_STORED: dict[Multipliers, _ThpStored] = {}
-_LOOKED: set[tuple[str, Multipliers]] = set()
+#: When each game's stored tables of an ante table were last looked for and not found.
+_LOOKED: dict[tuple[str, Multipliers], float] = {}
+#: Seconds before looking again: a long-running process (the projector) reads tables that
+#: another process built after it started, and computes flops on demand until then.
+LOOK_AGAIN: Final = 60.0
+
+
+def _looked_lately(game: str, multipliers: Multipliers) -> bool:
+    """True if these tables were missing less than :data:`LOOK_AGAIN` ago; else note a look."""
+    now = time.monotonic()
+    if now - _LOOKED.get((game, multipliers), -LOOK_AGAIN) < LOOK_AGAIN:
+        return True
+    _LOOKED[(game, multipliers)] = now
+    return False
 
 
 def cache_dir() -> Path:
@@ -348,9 +364,8 @@ def _load_ch(multipliers: Multipliers) -> bool:
     """Read the stored Casino Hold'em tables of an ante table, once; False when absent."""
     if multipliers in _CH_STORED:
         return True
-    if ("ch", multipliers) in _LOOKED:
+    if _looked_lately("ch", multipliers):
         return False
-    _LOOKED.add(("ch", multipliers))
     try:
         with np.load(_ch_path(multipliers)) as stored:
             ev, second = stored["ev"], stored["second"]
@@ -367,9 +382,8 @@ def _load_thp(multipliers: Multipliers) -> bool:
     """Map the stored Texas Hold'em Plus tables of an ante table, once; False when absent."""
     if multipliers in _THP_STORED:
         return True
-    if ("thp", multipliers) in _LOOKED:
+    if _looked_lately("thp", multipliers):
         return False
-    _LOOKED.add(("thp", multipliers))
     path = _thp_path(multipliers)
     try:
         arrays = {name: np.load(path / f"{name}.npy", mmap_mode="r") for name in _THP_FIELDS}

@@ -25,7 +25,7 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setattr(tables, "_CH_STORED", {})
     monkeypatch.setattr(tables, "_THP_STORED", {})
-    monkeypatch.setattr(tables, "_LOOKED", set())
+    monkeypatch.setattr(tables, "_LOOKED", {})
     tables.cache_dir().mkdir(parents=True)
     return tables.cache_dir()
 
@@ -92,3 +92,17 @@ def test_a_process_that_finds_the_tables_being_built_waits_and_reads_them(cache:
     other.join(60)
     assert not other.is_alive() and not failed
     assert set(tables.ch_flop_table(m, FLOPS[9]).ev) == {7}
+
+
+def test_a_running_process_reads_tables_stored_after_it_first_looked(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    m = ante_multipliers(CLASSIC)
+    computed = tables._ch_flop_table(m, FLOPS[5])
+    assert np.array_equal(tables.ch_flop_table(m, FLOPS[5]).ev, computed.ev)  # not stored
+    sevens = np.full((len(FLOPS), 1176), 7, dtype=np.int64)
+    tables._store(tables._ch_path(m), ev=sevens, second=sevens)  # built by another process
+    assert np.array_equal(tables.ch_flop_table(m, FLOPS[5]).ev, computed.ev)  # looked lately
+    looked = tables._LOOKED[("ch", m)]
+    monkeypatch.setitem(tables._LOOKED, ("ch", m), looked - tables.LOOK_AGAIN)
+    assert set(tables.ch_flop_table(m, FLOPS[5]).ev) == {7}
