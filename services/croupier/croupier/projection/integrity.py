@@ -89,7 +89,6 @@ class IntegrityProjection(Projection):
 
     def __init__(self) -> None:
         self.metrics: Metrics | None = None
-        self._pending: dict[tuple[str, str, str], dict[str, int]] = {}
         self._totals: dict[tuple[str, str, str], dict[str, int]] = {}
 
     def apply(self, events: Sequence[RecordedEvent], changes: Changes) -> None:
@@ -111,21 +110,23 @@ class IntegrityProjection(Projection):
                 total = rows.setdefault((game, paytable, currency, day), _zero())
                 for name, value in row.items():
                     total[name] += value
-        self._pending = {}
         for (game, paytable, currency, day), total in rows.items():
             changes.upsert(
                 TOTALS.name,
                 {"game": game, "paytable": paytable, "currency": currency, "day": day, **total},
                 add=(*FIGURES, "no_cards"),
             )
-            if game:
-                mine = self._pending.setdefault((game, paytable, currency), _figures())
-                for name in FIGURES:
-                    mine[name] += total[name]
 
     def committed(self, changes: Changes) -> None:
         """Count the committed batch in the metrics (counters and since-start gauges)."""
-        pending, self._pending = self._pending, {}
+        pending: dict[tuple[str, str, str], dict[str, int]] = {}
+        for row, _ in changes.upserts.get(TOTALS.name, ()):
+            if row["game"]:
+                mine = pending.setdefault(
+                    (row["game"], row["paytable"], row["currency"]), _figures()
+                )
+                for name in FIGURES:
+                    mine[name] += row[name]
         for labels, row in pending.items():
             total = self._totals.setdefault(labels, _figures())
             for name in FIGURES:

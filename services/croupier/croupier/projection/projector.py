@@ -4,7 +4,9 @@ One ledger page is read once for every projection behind the head; each projecti
 the events after its own checkpoint, and all of their rows and checkpoints are committed
 in one transaction (see :mod:`croupier.projection` for the guarantees). A projection whose
 rows for the page are more than one commit may hold goes fact by fact, and a fact too large
-for one commit goes in pieces, so no round size stops a projection.
+for one commit goes in pieces, so no round size stops a projection. While a page is folded,
+the next one is read and the last one's commit runs: the database's work and the fold
+overlap, and commits still go one after another, in order.
 """
 
 from __future__ import annotations
@@ -88,28 +90,60 @@ class Projector:
         target = await self.ledger.last_position() if upto is None else upto
         marks = await self.store.marks(self.projections)
         done = 0
-        while (low := min(m.position for m in marks.values())) < target:
-            events = await self.ledger.read_all(low, min(self.batch, target - low))
-            if not events:
-                raise ProjectionError(f"the ledger has no events after {low}, below {target}")
-            _check_page(events, low)
-            try:
-                await self._apply(events, marks)
-            except CheckpointMoved:  # another projector applied it: go on from where it is
-                marks = await self.store.marks(self.projections)
-                continue
-            done += len(events)
-            if on_progress is not None:
-                on_progress(Progress(min(m.position for m in marks.values()), target, done))
+        ahead = _Ahead(self.ledger)  # the next page, read while this one is applied
+        committing: asyncio.Task[None] | None = None  # the last page's commit
+        try:
+            while True:
+                low = min(m.position for m in marks.values())
+                steps: list[Step] = []
+                oversized: list[tuple[Projection, list[RecordedEvent]]] = []
+                events: list[RecordedEvent] = []
+                if low < target:
+                    events = await ahead.page(low, min(self.batch, target - low))
+                    if not events:
+                        raise ProjectionError(
+                            f"the ledger has no events after {low}, below {target}"
+                        )
+                    _check_page(events, low)
+                    end = events[-1].position
+                    if end < target:
+                        ahead.start(end, min(self.batch, target - end))
+                    steps, oversized = await self._prepare(events, marks)
+                if committing is not None:
+                    task, committing = committing, None
+                    try:
+                        await task
+                    except CheckpointMoved:  # another projector applied it: go on from there
+                        marks = await self.store.marks(self.projections)
+                        continue
+                if not events:
+                    break
+                if oversized:
+                    await self._commit(steps, marks)
+                    for projection, mine in oversized:
+                        await self._fact_by_fact(projection, mine, marks)
+                elif steps:
+                    # Committed while the next page is folded; ``marks`` say where it leaves
+                    # each projection, and are read again if another projector came first.
+                    committing = asyncio.create_task(self._commit(steps, {}))
+                    for step in steps:
+                        marks[step.projection.name] = Mark(step.upto, step.part_upto)
+                done += len(events)
+                if on_progress is not None:
+                    on_progress(Progress(min(m.position for m in marks.values()), target, done))
+        finally:
+            await ahead.drop()
+            if committing is not None:  # a failure folding the next page: this one stands
+                with contextlib.suppress(CheckpointMoved):
+                    await committing
         return min(m.position for m in marks.values())
 
-    async def _apply(self, events: Sequence[RecordedEvent], marks: dict[str, Mark]) -> None:
-        """Apply one ledger page to every projection behind its end, moving ``marks``.
-
-        Projections whose rows fit one commit are committed together; one whose rows do not
-        is applied fact by fact after them, and one mid-way through a fact finishes that
-        fact first (the next page starts where each has got to).
-        """
+    async def _prepare(
+        self, events: Sequence[RecordedEvent], marks: dict[str, Mark]
+    ) -> tuple[list[Step], list[tuple[Projection, list[RecordedEvent]]]]:
+        """One ledger page folded into every projection behind its end: the steps that fit
+        one commit, and the projections to apply fact by fact (rows more than one commit may
+        hold, or mid-way through a fact written in pieces, which it finishes first)."""
         steps: list[Step] = []
         oversized: list[tuple[Projection, list[RecordedEvent]]] = []
         for projection in self.projections:
@@ -126,9 +160,7 @@ class Projector:
                 oversized.append((projection, mine))
             else:
                 steps.append(Step(projection, mark.position, events[-1].position, changes))
-        await self._commit(steps, marks)
-        for projection, mine in oversized:
-            await self._fact_by_fact(projection, mine, marks)
+        return steps, oversized
 
     async def _fact_by_fact(
         self, projection: Projection, events: Sequence[RecordedEvent], marks: dict[str, Mark]
@@ -153,16 +185,17 @@ class Projector:
                     part_after=marks[projection.name].part,
                     part_upto=0 if whole else written,
                 )
-                await self._commit([step], marks, count=whole)
+                await self._commit([step], marks, count=False)
             if marks[projection.name].position < event.position:  # nothing left after part
                 step = Step(projection, mark.position, event.position, Changes(), mark.part, 0)
-                await self._commit([step], marks)
+                await self._commit([step], marks, count=False)
+            projection.committed(changes)
             self.pieces[projection.name] += 1
 
     async def _commit(
         self, steps: Sequence[Step], marks: dict[str, Mark], *, count: bool = True
     ) -> None:
-        """Commit ``steps`` and move ``marks``; tell each projection once its fact is whole."""
+        """Commit ``steps`` and move ``marks``; tell each projection (unless a piece)."""
         if not steps:
             return
         await self.store.commit(steps)
@@ -201,6 +234,33 @@ def changes_of(projection: Projection, events: Sequence[RecordedEvent]) -> Chang
         if collecting:
             gc.enable()
     return changes
+
+
+class _Ahead:
+    """One ledger page read in the background, taken when it is the page asked for next."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+        self.task: asyncio.Task[list[RecordedEvent]] | None = None
+        self.at = (-1, -1)
+
+    def start(self, after: int, limit: int) -> None:
+        self.task = asyncio.create_task(self.ledger.read_all(after, limit))
+        self.at = (after, limit)
+
+    async def page(self, after: int, limit: int) -> list[RecordedEvent]:
+        if self.task is not None and self.at == (after, limit):
+            task, self.task = self.task, None
+            return await task
+        await self.drop()
+        return await self.ledger.read_all(after, limit)
+
+    async def drop(self) -> None:
+        task, self.task = self.task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
 
 
 def _after(events: Sequence[RecordedEvent], position: int) -> list[RecordedEvent]:
