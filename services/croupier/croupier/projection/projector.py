@@ -119,9 +119,13 @@ class Projector:
                 if not events:
                     break
                 if oversized:
-                    await self._commit(steps, marks)
-                    for projection, mine in oversized:
-                        await self._fact_by_fact(projection, mine, marks)
+                    try:
+                        await self._commit(steps, marks)
+                        for projection, mine in oversized:
+                            await self._fact_by_fact(projection, mine, marks)
+                    except CheckpointMoved:
+                        marks = await self.store.marks(self.projections)
+                        continue
                 elif steps:
                     # Committed while the next page is folded; ``marks`` say where it leaves
                     # each projection, and are read again if another projector came first.
@@ -165,16 +169,33 @@ class Projector:
     async def _fact_by_fact(
         self, projection: Projection, events: Sequence[RecordedEvent], marks: dict[str, Mark]
     ) -> None:
-        """Apply ``events`` one commit each; a fact with too many rows, in pieces."""
-        for event in events:
+        """Apply ``events`` in runs that fit one commit (each fact sized on its own first);
+        a fact with too many rows alone, in pieces."""
+        at = 0
+        while at < len(events):
             mark = marks[projection.name]
-            await projection.gather([event], self.ledger)
-            changes = changes_of(projection, [event])
-            if changes.size <= self.rows_per_commit and not mark.part:
-                await self._commit(
-                    [Step(projection, mark.position, event.position, changes)], marks
+            event = events[at]
+            upto, rows = at, 0
+            while upto < len(events) and not mark.part:
+                await projection.gather([events[upto]], self.ledger)
+                changes = changes_of(projection, [events[upto]])
+                if rows + changes.size > self.rows_per_commit:
+                    break
+                rows += changes.size
+                upto += 1
+            if upto > at:
+                run = events[at:upto]
+                await projection.gather(run, self.ledger)
+                step = Step(
+                    projection, mark.position, run[-1].position, changes_of(projection, run)
                 )
+                await self._commit([step], marks)
+                at = upto
                 continue
+            if mark.part:  # resuming a fact begun in pieces
+                await projection.gather([event], self.ledger)
+                changes = changes_of(projection, [event])
+            at += 1
             for piece, written in changes.pieces(self.rows_per_commit, skip=mark.part):
                 whole = written == changes.size
                 step = Step(
