@@ -67,9 +67,14 @@ class Encoded(dict[str, Any]):
     @classmethod
     def plain(cls, value: Mapping[str, Any]) -> Self:
         """``Encoded(value)`` for a value that holds no float (msgspec writes those
-        otherwise): strings, integers, booleans, None, lists and str-keyed dicts."""
+        otherwise): strings, integers, booleans, None, lists and str-keyed dicts. The
+        texts of its top-level ``Encoded`` values are spliced in, not encoded again."""
+        spliced = {
+            key: msgspec.Raw(member.text.encode()) if type(member) is Encoded else member
+            for key, member in value.items()
+        }
         try:
-            canonical = _write_sorted(value).decode()
+            canonical = _write_sorted(spliced).decode()
         except UnicodeEncodeError:  # a lone surrogate: written the json way
             return cls(value)
         encoded = cls.__new__(cls)

@@ -122,9 +122,15 @@ class Received:
     digest: str
 
     def fact(self, type_: str, key: str, **extra: Any) -> Fact:
-        """A fact recording this event, with ``extra`` data beside it."""
+        """A fact recording this event, with ``extra`` data beside it.
+
+        Its data carries its canonical text (:class:`Encoded`, the event's text spliced
+        in), so the ledger does not encode it again: a Round's facts hold text, integers,
+        booleans and None, never a float.
+        """
         assert not extra.keys() & {"event", "fingerprint"}, "extra data shadows the event"
-        return Fact(type_, {"event": self.dump, "fingerprint": self.digest, **extra}, key)
+        data = {"event": self.dump, "fingerprint": self.digest, **extra}
+        return Fact(type_, Encoded.plain(data), key)
 
 
 def received(event: FeedEvent) -> Received:

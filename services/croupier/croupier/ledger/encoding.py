@@ -1,8 +1,9 @@
 """How the ledger encodes a fact's data: its canonical JSON text (``contract.canonical``).
 
-A top-level value that is :class:`contract.canonical.Encoded` (a feed event the Round
-fingerprinted, say) is spliced in as the text it carries rather than encoded a second
-time; the result is byte for byte ``canonical_json(data)``. Guarded by
+Data that is :class:`contract.canonical.Encoded` itself (a Round's fact) is its text; a
+top-level value that is (a feed event the Round fingerprinted, say) is spliced in as the
+text it carries rather than encoded a second time; the result is byte for byte
+``canonical_json(data)``. Guarded by
 `python -m bench replay` (settlement into either ledger).
 """
 
@@ -16,6 +17,8 @@ from contract.canonical import Encoded, canonical_json, quote
 
 def data_text(data: Mapping[str, Any]) -> str:
     """The canonical JSON text of ``data``, splicing the texts of its encoded values."""
+    if type(data) is Encoded:  # encoded whole (a Round's fact)
+        return data.text
     if not any(type(value) is Encoded for value in data.values()):
         return canonical_json(data)
     members = []
