@@ -15,6 +15,7 @@ MODULES = (
     "bench.open_rounds",
     "bench.memory",
     "bench.odds",
+    "bench.par",
     "bench.replay",
     "bench.service",
     "bench.history",

@@ -16,12 +16,14 @@ hash; :func:`load_par` reads them and refuses data for another content hash.
 
 from __future__ import annotations
 
+import itertools
 import json
 import multiprocessing
 import os
 import signal
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from fractions import Fraction
+from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any, Final
@@ -32,10 +34,10 @@ import numpy.typing as npt
 from holdem.bets import Action, Stage
 from holdem.cards import CardError, parse_cards
 from holdem.casino_holdem import CATEGORY_LINE, aa_bonus_line, jackpot_line
-from holdem.evaluator import Category, evaluate
+from holdem.evaluator import HAND_CLASSES, Category, evaluate, hand_value
 from holdem.odds import sidebets
 from holdem.odds.combos import canonical_flops, hole_class, hole_class_table, hole_classes, pairs
-from holdem.odds.engine import HOLES, casino_holdem_flop_all, thp_flop_all
+from holdem.odds.kernel import THP_BLOCK, THP_OUTCOMES, evaluate_batch5, thp_tables
 from holdem.odds.sheet import BetSheet, DecisionSheet, Line, ParSheet
 from holdem.odds.situation import (
     CH_COMPLETIONS,
@@ -45,8 +47,8 @@ from holdem.odds.situation import (
     ThpDecisionOdds,
     ante_multipliers,
     ch_call_numerator,
-    thp_flop_numerators,
 )
+from holdem.odds.sweep import flop_counts
 from holdem.paytable import Game, PayTable, PayTableError, Spot
 
 I64 = npt.NDArray[np.int64]
@@ -64,11 +66,24 @@ _CATEGORIES: Final = tuple(Category)
 _FIVE_ORDER: Final = (9, 8, 7, 6, 5, 4, 3, 2, _PAIR_OF_ACES_KEY, 1, 0)
 
 
-def _five_key(cards: Sequence[int]) -> int:
-    value = evaluate(cards)
-    if value.category is Category.PAIR and value.ranks[0] == 14:
-        return _PAIR_OF_ACES_KEY
-    return int(value.category)
+@cache
+def _five_key_of_strength() -> I64:
+    """Strength (0..7462) -> five-card line key."""
+    out = np.zeros(HAND_CLASSES + 1, dtype=np.int64)
+    for strength in range(1, HAND_CLASSES + 1):
+        value = hand_value(strength)
+        aces = value.category is Category.PAIR and value.ranks[0] == 14
+        out[strength] = _PAIR_OF_ACES_KEY if aces else int(value.category)
+    return out
+
+
+def _five_keys(flop: tuple[int, int, int], holes: npt.NDArray[np.uint8]) -> I64:
+    """The five-card line key of each hole pair with the flop, all at once."""
+    hands = np.empty((len(holes), 5), dtype=np.uint8)
+    hands[:, :2] = holes
+    hands[:, 2:] = flop
+    out: I64 = _five_key_of_strength()[evaluate_batch5(hands)]
+    return out
 
 
 def _hole_cards(remaining: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint8]:
@@ -88,19 +103,24 @@ _CH_SIZE: Final = _CH_EV + 1
 
 def _ch_flop_job(job: tuple[tuple[int, int, int], int, tuple[tuple[int, ...], ...]]) -> I64:
     flop, weight, tables = job
-    counts = casino_holdem_flop_all(flop)
-    holes = _hole_cards(counts.remaining)
-    five = np.array([_five_key([int(a), int(b), *flop]) for a, b in holes], dtype=np.int64)
+    counts = flop_counts(flop, thp=False)
+    no_qualify, wins, ties, losses = (
+        counts.ch_no_qualify,
+        counts.ch_wins,
+        counts.ch_ties,
+        counts.ch_losses,
+    )
+    five = _five_keys(flop, _hole_cards(counts.remaining))
     out = np.zeros((len(tables), _CH_SIZE), dtype=np.int64)
     for i, multipliers in enumerate(tables):
-        numerator = ch_call_numerator(counts.no_qualify, counts.wins, counts.losses, multipliers)
+        numerator = ch_call_numerator(no_qualify, wins, losses, multipliers)
         call = numerator > -CH_COMPLETIONS
         row = out[i]
         row[_CH_FOLD] = np.count_nonzero(~call) * CH_COMPLETIONS
-        row[_CH_NQ:_CH_WIN] = counts.no_qualify[call].sum(axis=0)
-        row[_CH_WIN:_CH_TIE] = counts.wins[call].sum(axis=0)
-        row[_CH_TIE] = counts.ties[call].sum()
-        row[_CH_LOSS] = counts.losses[call].sum()
+        row[_CH_NQ:_CH_WIN] = no_qualify[call].sum(axis=0)
+        row[_CH_WIN:_CH_TIE] = wins[call].sum(axis=0)
+        row[_CH_TIE] = ties[call].sum()
+        row[_CH_LOSS] = losses[call].sum()
         row[_CH_OUTCOMES] = np.count_nonzero(~call)
         row[_CH_OUTCOMES + 1] = np.count_nonzero(call)
         joint = np.bincount(five * 2 + call, minlength=_FIVE_KEYS * 2)
@@ -204,55 +224,25 @@ _FIVE_EXAMPLES: Final = {
 
 # --- Texas Hold'em Plus --------------------------------------------------------------------
 
-# Per-hole outcome layout, given a preflop call: flop fold, turn fold after check / after
-# bet, then for each (flop bet, turn bet) a block of wins by category, tie, loss.
+# Per-hole outcome layout, given a preflop call (holdem.odds.kernel.thp_tables): flop fold,
+# turn fold after check / after bet, then for each (flop bet, turn bet) a block of wins by
+# category, tie, loss.
 _THP_FOLD_FLOP, _THP_FOLD_TURN = 0, 1
-_THP_BLOCK: Final = 12
+_THP_BLOCK: Final = THP_BLOCK
 _THP_SHOWDOWN: Final = 3
-_THP_OUTCOMES: Final = _THP_SHOWDOWN + 4 * _THP_BLOCK
+_THP_OUTCOMES: Final = THP_OUTCOMES
 # Decisions: flop (check, fold, bet), turn after a check (3), turn after a bet (3).
 _THP_DECISIONS: Final = 9
-_THP_SIZE: Final = 2 + _THP_OUTCOMES + _THP_DECISIONS  # situations, EV sum, ...
 
 
-def _thp_flop_job(job: tuple[tuple[int, int, int], int, tuple[int, ...]]) -> I64:
-    flop, weight, multipliers = job
-    counts = thp_flop_all(flop)
-    flop_n, after_check, after_bet = thp_flop_numerators(counts.wins, counts.losses, multipliers)
-    flop_action = flop_n.argmax(axis=1)  # index into THP_ACTIONS: check, fold, bet
-    bet = flop_action == 2
-    turn_action = np.where(bet[:, None], after_bet, after_check)  # (1176, 47)
-    wins = counts.wins
-    ties = THP_TURN_COMPLETIONS - wins.sum(axis=2) - counts.losses
-    blocks = np.concatenate([wins, ties[..., None], counts.losses[..., None]], axis=2)
-    per_hole = np.zeros((HOLES, _THP_SIZE), dtype=np.int64)
-    rows = np.arange(HOLES)
-    per_hole[:, 0] = 1
-    per_hole[:, 1] = flop_n[rows, flop_action]
-    played = flop_action != 1
-    out = per_hole[:, 2 : 2 + _THP_OUTCOMES]
-    out[:, _THP_FOLD_FLOP] = np.where(played, 0, THP_FLOP_COMPLETIONS)
-    turn_fold = (turn_action == 1) & played[:, None]
-    folds = turn_fold.sum(axis=1) * THP_TURN_COMPLETIONS
-    out[:, _THP_FOLD_TURN] = np.where(bet, 0, folds)
-    out[:, _THP_FOLD_TURN + 1] = np.where(bet, folds, 0)
-    for flop_bet in (0, 1):
-        for turn_bet in (0, 1):
-            taken = played & (bet == bool(flop_bet))
-            mask = taken[:, None] & (turn_action == (2 if turn_bet else 0))
-            start = _THP_SHOWDOWN + (flop_bet * 2 + turn_bet) * _THP_BLOCK
-            out[:, start : start + _THP_BLOCK] = (blocks * mask[..., None]).sum(axis=1)
-    decisions = per_hole[:, 2 + _THP_OUTCOMES :]
-    decisions[rows, flop_action] = 1
-    for k in range(3):
-        decisions[:, 3 + k] = np.where(played & ~bet, (turn_action == k).sum(axis=1), 0)
-        decisions[:, 6 + k] = np.where(bet, (turn_action == k).sum(axis=1), 0)
+def _thp_flop_job(job: tuple[tuple[int, int, int], int, tuple[tuple[int, ...], ...]]) -> I64:
+    flop, weight, tables = job
+    counts = flop_counts(flop, ch=False)
     holes = _hole_cards(counts.remaining)
-    classes = hole_class_table()[holes[:, 0], holes[:, 1]]
-    acc = np.zeros((len(hole_classes()), _THP_SIZE), dtype=np.int64)
-    np.add.at(acc, classes, per_hole)
-    acc *= weight
-    return acc
+    classes = hole_class_table()[holes[:, 0], holes[:, 1]].astype(np.int64)
+    out = thp_tables(counts.thp_wins, counts.thp_losses, tables, classes, len(hole_classes()))
+    out *= weight
+    return out
 
 
 def _thp_sheet(table: PayTable, acc: I64) -> ParSheet:
@@ -350,14 +340,16 @@ def _run(
     processes: int,
     progress: Progress | None,
 ) -> I64:
-    total: I64 | None = None
-    if processes <= 1:
+    if processes <= 1 or len(jobs) <= 1:
         results: Iterable[I64] = map(worker, jobs)
         return _sum(results, len(jobs), progress)
+    # The first flop runs here, so that the workers fork with the kernel compiled (or loaded
+    # from numba's cache) once rather than each on its own.
+    first = worker(jobs[0])
     # Workers ignore Ctrl-C: the parent alone stops, and the pool is terminated with it.
     with multiprocessing.get_context("fork").Pool(processes, _ignore_interrupts) as pool:
-        total = _sum(pool.imap_unordered(worker, jobs, chunksize=4), len(jobs), progress)
-    return total
+        rest = pool.imap_unordered(worker, jobs[1:], chunksize=4)
+        return _sum(itertools.chain([first], rest), len(jobs), progress)
 
 
 def _ignore_interrupts() -> None:
@@ -374,6 +366,31 @@ def _sum(results: Iterator[I64] | Iterable[I64], n: int, progress: Progress | No
     return total
 
 
+def par_counts(
+    tables: Sequence[PayTable],
+    processes: int | None = None,
+    progress: Progress | None = None,
+    flops: Sequence[tuple[tuple[int, int, int], int]] | None = None,
+) -> list[I64]:
+    """The integer counts each pay table's PAR sheet is made from, in one pass over the flops.
+
+    Pay tables of one game share every flop's showdown counts; only the decisions and what
+    they add up to are per table. ``flops`` (flop, weight) restricts the pass, for tests and
+    the bench; the default is every canonical flop with its orbit size.
+    """
+    if not tables:
+        return []
+    games = {t.game for t in tables}
+    if len(games) != 1:
+        raise PayTableError("compute_par takes pay tables of one game at a time")
+    processes = processes or min(2, os.cpu_count() or 1)
+    chosen = list(flops) if flops is not None else list(canonical_flops())
+    multipliers = tuple(ante_multipliers(t) for t in tables)
+    job = _ch_flop_job if Game.CASINO_HOLDEM in games else _thp_flop_job
+    acc = _run(job, [(f, w, multipliers) for f, w in chosen], processes, progress)
+    return [acc[i] for i in range(len(tables))]
+
+
 def compute_par(
     tables: Sequence[PayTable],
     processes: int | None = None,
@@ -385,22 +402,9 @@ def compute_par(
     ``flops`` (flop, weight) restricts the pass, for tests; the default is every canonical
     flop with its orbit size, which gives the full PAR sheet.
     """
-    if not tables:
-        return []
-    games = {t.game for t in tables}
-    if len(games) != 1:
-        raise PayTableError("compute_par takes pay tables of one game at a time")
-    processes = processes or min(2, os.cpu_count() or 1)
-    chosen = list(flops) if flops is not None else list(canonical_flops())
-    if Game.CASINO_HOLDEM in games:
-        multipliers = tuple(ante_multipliers(t) for t in tables)
-        acc = _run(_ch_flop_job, [(f, w, multipliers) for f, w in chosen], processes, progress)
-        return [_ch_sheet(t, acc[i]) for i, t in enumerate(tables)]
-    out = []
-    for table in tables:
-        jobs = [(f, w, ante_multipliers(table)) for f, w in chosen]
-        out.append(_thp_sheet(table, _run(_thp_flop_job, jobs, processes, progress)))
-    return out
+    counts = par_counts(tables, processes, progress, flops)
+    sheet = _ch_sheet if tables and tables[0].game is Game.CASINO_HOLDEM else _thp_sheet
+    return [sheet(t, acc) for t, acc in zip(tables, counts, strict=True)]
 
 
 # --- stored data ---------------------------------------------------------------------------
