@@ -114,9 +114,18 @@ def _subsets() -> npt.NDArray[np.int8]:
 
 @cache
 def _compiled() -> tuple[Any, Any]:
+    return _jit(_strengths), _jit(_sweep)
+
+
+def _jit(function: Any) -> Any:
     from numba import njit  # imported here: only counting a flop pays numba's import
 
-    return njit(cache=True, nogil=True)(_strengths), njit(cache=True, nogil=True)(_sweep)
+    try:
+        return njit(cache=True, nogil=True)(function)
+    except RuntimeError:
+        # No writable place for numba's cache (a read-only install and home, as in the
+        # service image): compile in each process instead, a few seconds once.
+        return njit(nogil=True)(function)
 
 
 def _strengths(
