@@ -24,8 +24,9 @@ import numpy as np
 import numpy.typing as npt
 
 from holdem.evaluator import evaluate_batch
-from holdem.odds.combos import colex4, pairs, quads
+from holdem.odds.combos import colex4, pairs
 from holdem.odds.situation import category_of_strength, qualifying_strength
+from holdem.odds.sweep import flop_strengths
 
 F64 = npt.NDArray[np.float64]
 
@@ -60,12 +61,8 @@ def ch_calls(
     assert len(set(seen)) == len(seen), "the table's cards are distinct"
     unseen = np.array(sorted(set(range(52)) - set(seen)), dtype=np.uint8)
     n = len(unseen)
-    four = quads(n)
-    cards = np.empty((len(four), 7), dtype=np.uint8)
-    cards[:, :3] = flop
-    cards[:, 3:] = unseen[four]
     # Per turn/river pair (rows), the dealer's strength with each pair of the rest.
-    dealer = evaluate_batch(cards)[_dealer_quads(n)]
+    dealer = flop_strengths(flop, unseen)[_dealer_quads(n)]
     per_board = float(dealer.shape[1])
     board = pairs(n)
     calling = [(hole, float(w)) for hole, w in zip(holes, weights, strict=True) if w]

@@ -22,6 +22,7 @@ ranking, which the tests check flop by flop.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, Final
@@ -91,13 +92,17 @@ def flop_counts(flop: tuple[int, int, int], ch: bool = True, thp: bool = True) -
     return out
 
 
-def flop_strengths(flop: tuple[int, int, int]) -> U16:
-    """The strength of the flop with each 4-subset of the other 49 cards (rows of quads(49))."""
-    remaining = np.array(sorted(set(range(52)) - set(flop)), dtype=np.int64)
+def flop_strengths(flop: Sequence[int], unseen: npt.ArrayLike | None = None) -> U16:
+    """The strength of the flop with each 4-subset of ``unseen`` (rows of quads(n)).
+
+    ``unseen``: ascending card ids off the flop; by default the other 49 cards.
+    """
+    if unseen is None:
+        unseen = sorted(set(range(52)) - set(flop))
     t = evaluator._T
     out: U16 = _compiled()[0](
         np.asarray(flop, dtype=np.int64),
-        remaining,
+        np.asarray(unseen, dtype=np.int64),
         t.np_card_keys.astype(np.int64),
         t.np_suit7,
         t.rank7,

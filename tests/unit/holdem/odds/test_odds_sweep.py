@@ -50,3 +50,14 @@ def test_strengths_are_the_evaluators(flop: tuple[int, int, int]) -> None:
     hands[:, :3] = flop
     hands[:, 3:] = remaining[quads(49)]
     assert np.array_equal(flop_strengths(flop), evaluate_batch(hands))
+
+
+def test_strengths_over_a_smaller_unseen_set_are_the_evaluators() -> None:
+    flop = (5, 22, 47)
+    seen = {*flop, 0, 13, 30, 51, 8, 9}  # the flop and three boxes' hole cards
+    unseen = np.array(sorted(set(range(52)) - seen), dtype=np.uint8)
+    four = quads(len(unseen))
+    hands = np.empty((len(four), 7), dtype=np.uint8)
+    hands[:, :3] = flop
+    hands[:, 3:] = unseen[four]
+    assert np.array_equal(flop_strengths(flop, unseen), evaluate_batch(hands))
