@@ -9,15 +9,29 @@ installs). A missing browser fails the test with the command that fixes it.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import os
 import shutil
-from collections.abc import Iterator
+import socket
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
+from croupier_feeds import RoundFeed
+from history_rounds import settle
+from history_web import authenticator
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.remote.webdriver import WebDriver
+
+from croupier.commands.web import web_server
+from croupier.history.store import open_store
+from croupier.ledger import open_ledger
+from croupier.projection import open_store as open_read_models
+from croupier.projection.projector import Projector
+from croupier.projection.registry import load_projections
 
 CHROMIUM = os.environ.get("CROUPIER_TEST_CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("CROUPIER_TEST_CHROMEDRIVER", "/usr/bin/chromedriver")
@@ -93,3 +107,36 @@ def screenshot(driver: webdriver.Chrome, name: str) -> Path:
     )  # fmt: skip
     path.write_bytes(base64.b64decode(shot["data"]))
     return path
+
+
+@asynccontextmanager
+async def history_site(
+    url: str, rounds: Sequence[RoundFeed], host: str = "127.0.0.1"
+) -> AsyncIterator[str]:
+    """``croupier web`` on a free port over the ledger at ``url`` holding ``rounds``
+    (settled and projected first); its base address, by ``host``."""
+    async with open_ledger(url) as ledger:
+        await ledger.migrate()
+        await settle(ledger, list(rounds))
+        projector = Projector(ledger, open_read_models(ledger), load_projections())
+        await projector.setup()
+        await projector.catch_up()
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    store = open_store(url)
+    server = web_server(store, authenticator(), "127.0.0.1", port)
+    serving = asyncio.create_task(server.serve())
+    while not server.started:
+        await asyncio.sleep(0.05)
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.should_exit = True
+        await serving
+        await store.close()
+
+
+async def load(driver: WebDriver, url: str) -> None:
+    """Load a page in the browser while the server keeps serving on this loop."""
+    await asyncio.to_thread(driver.get, url)

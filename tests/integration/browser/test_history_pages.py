@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -19,21 +18,16 @@ from croupier_feeds import CH_CLASSIC, RoundFeed
 from history_browser import (  # noqa: F401  (the fixture)
     at_width,
     browser_fixture,
+    history_site,
+    load,
     overflow,
     screenshot,
 )
-from history_rounds import TABLE_CH, TABLE_THP, boxes_round, settle, shared_round, voided_round
-from history_web import authenticator, player_token
+from history_rounds import TABLE_CH, TABLE_THP, boxes_round, shared_round, voided_round
+from history_web import player_token
 from integration.conftest import scratch_database
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
-
-from croupier.commands.web import web_server
-from croupier.history.store import open_store
-from croupier.ledger import open_ledger
-from croupier.projection import open_store as open_read_models
-from croupier.projection.projector import Projector
-from croupier.projection.registry import load_projections
 
 pytestmark = pytest.mark.integration
 
@@ -62,31 +56,9 @@ def high_roller_round() -> RoundFeed:
 @pytest.fixture(scope="module")
 async def site() -> AsyncIterator[str]:
     """``croupier web`` on a free port over a ledger holding the history rounds."""
-    async with scratch_database() as url, open_ledger(url) as ledger:
-        await ledger.migrate()
-        await settle(ledger, [shared_round(), boxes_round(), voided_round(), high_roller_round()])
-        projector = Projector(ledger, open_read_models(ledger), load_projections())
-        await projector.setup()
-        await projector.catch_up()
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        store = open_store(url)
-        server = web_server(store, authenticator(), "127.0.0.1", port)
-        serving = asyncio.create_task(server.serve())
-        while not server.started:
-            await asyncio.sleep(0.05)
-        try:
-            yield f"http://127.0.0.1:{port}"
-        finally:
-            server.should_exit = True
-            await serving
-            await store.close()
-
-
-async def load(driver: WebDriver, url: str) -> None:
-    """Load a page in the browser while the server keeps serving on this loop."""
-    await asyncio.to_thread(driver.get, url)
+    rounds = [shared_round(), boxes_round(), voided_round(), high_roller_round()]
+    async with scratch_database() as url, history_site(url, rounds) as site:
+        yield site
 
 
 def cards_in(driver: WebDriver, scope: Any) -> list[tuple[str, str, str]]:

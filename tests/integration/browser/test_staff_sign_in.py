@@ -10,27 +10,20 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import socket
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from history_browser import ARTIFACTS, browser_fixture  # noqa: F401  (the fixture)
-from history_rounds import TABLE_CH, TABLE_THP, boxes_round, settle, shared_round
-from history_web import COMPLIANCE_KEY, SUPPORT_KEY, authenticator, player_token
+from history_browser import ARTIFACTS, browser_fixture, history_site, load  # noqa: F401
+from history_rounds import TABLE_CH, TABLE_THP, boxes_round, shared_round
+from history_web import COMPLIANCE_KEY, SUPPORT_KEY, player_token
 from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.wait import WebDriverWait
 
-from croupier.commands.web import web_server
 from croupier.history.staff import SESSION_COOKIE
-from croupier.history.store import open_store
-from croupier.ledger import open_ledger
-from croupier.projection import open_store as open_read_models
-from croupier.projection.projector import Projector
-from croupier.projection.registry import load_projections
 
 pytestmark = pytest.mark.integration
 
@@ -39,30 +32,9 @@ pytestmark = pytest.mark.integration
 async def site(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[str]:
     """``croupier web`` on a free port over a SQLite ledger holding two rounds."""
     url = f"sqlite:///{tmp_path_factory.mktemp('staff') / 'ledger.sqlite'}"
-    async with open_ledger(url) as ledger:
-        await ledger.migrate()
-        await settle(ledger, [shared_round(), boxes_round()])
-        projector = Projector(ledger, open_read_models(ledger), load_projections(["rounds"]))
-        await projector.setup()
-        await projector.catch_up()
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    store = open_store(url)
-    server = web_server(store, authenticator(), "127.0.0.1", port)
-    serving = asyncio.create_task(server.serve())
-    while not server.started:
-        await asyncio.sleep(0.05)
-    try:
-        yield f"http://localhost:{port}"  # a secure context: Secure cookies work over http
-    finally:
-        server.should_exit = True
-        await serving
-        await store.close()
-
-
-async def load(driver: WebDriver, url: str) -> None:
-    await asyncio.to_thread(driver.get, url)
+    # localhost: a secure context, so Secure cookies work over http
+    async with history_site(url, [shared_round(), boxes_round()], "localhost") as site:
+        yield site
 
 
 async def click(driver: WebDriver, selector: str) -> None:
