@@ -315,6 +315,19 @@ class ProjectionSuite:
         counted = await dump(first.store, CountingProjection())
         assert sum(row[1] for row in counted["event_counts"]) == await settled.last_position()
 
+    async def test_two_projectors_at_once_count_every_fact_once(self, settled: Ledger) -> None:
+        projections = (CountingProjection, FanOutProjection)
+        first = self.projector(settled, *(p() for p in projections), batch=37, rows=40)
+        await first.setup()
+        second = self.projector(settled, *(p() for p in projections), batch=53, rows=40)
+        head = await settled.last_position()
+        assert await asyncio.gather(first.catch_up(), second.catch_up()) == [head, head]
+        counted = await dump(first.store, CountingProjection())
+        assert sum(row[1] for row in counted["event_counts"]) == head
+        fanned = await dump(first.store, FanOutProjection())
+        assert fanned["fan_total"] == [("all", head)]
+        assert len(fanned["fan_out"]) == sum(p % 23 for p in range(1, head + 1))
+
     async def test_a_new_version_is_rebuilt(self, settled: Ledger) -> None:
         projector = self.projector(settled, CountingProjection())
         await projector.setup()
