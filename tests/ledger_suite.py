@@ -530,6 +530,25 @@ class LedgerSuite:
         await ledger.append([append("s7", 0)], [message("m7")])
         assert [m.message_id for m in await ledger.pending_outbox()] == ["m7"]
 
+    async def test_events_take_turns_in_the_pending_outbox(self, ledger: Ledger) -> None:
+        await ledger.append([append("big", 0)], [message(f"b{n}") for n in range(7)])
+        await ledger.append([append("other", 0)], [message(f"o{n}") for n in range(3)])
+        await ledger.append([append("small", 0)], [message("s0")])
+        listed = [m.message_id for m in await ledger.pending_outbox(10, per_event=2)]
+        assert listed == ["b0", "b1", "o0", "o1", "s0"]
+        await ledger.mark_published(listed)
+        listed = [m.message_id for m in await ledger.pending_outbox(10, per_event=2)]
+        assert listed == ["b2", "b3", "o2"]
+        await ledger.mark_published(["b2", "o2"])  # b3 stays pending (say, unroutable)
+        listed = [m.message_id for m in await ledger.pending_outbox(10, per_event=2)]
+        assert listed == ["b3", "b4"]
+        await ledger.mark_published(listed)
+        await ledger.append([append("late", 0)], [message("l0")])
+        listed = [m.message_id for m in await ledger.pending_outbox(10, per_event=2)]
+        assert listed == ["b5", "b6", "l0"]
+        await ledger.mark_published(listed)
+        assert await ledger.pending_outbox() == []
+
     async def test_outbox_message_carries_the_position_of_its_event(self, ledger: Ledger) -> None:
         await ledger.append([append("s", 0, 2)])
         settled = event("round:1:settled", "round.settled")

@@ -31,6 +31,11 @@ Guarantees:
   ``croupier_results_refused``, never published. A dead letter must be exactly the dead
   letter of the chained rejection it names (``deadletters.letter_problem``): its code,
   reason and bytes are the rejection's.
+- Rounds take turns (``Ledger.pending_outbox(per_event=TURN)``): a page holds at most
+  ``turn`` messages of one fact, its oldest pending ones, then the next fact's, so a round
+  settled after a huge one is published within a page or two, not after it. The messages
+  of one fact are published in outbox order; across facts (rounds) there is no order, even
+  for one player (docs/feed.md, "Order").
 - Linear in the round: a fact is read, hashed and vouched for once, and the messages it
   calls for derived once (``Derivations``), however many pages its messages span: a shared
   hand of N players costs the relay O(N), not O(N) per message or per page. A large fact
@@ -70,6 +75,8 @@ DEFAULT_LEASE_SECONDS: Final = 10.0
 DERIVED_KEPT: Final = 250_000
 #: Facts longer than this (characters) are derived off the event loop.
 DERIVE_INLINE: Final = 256 * 1024
+#: A page holds at most this many messages of one settlement before the next one's turn.
+TURN: Final = 250
 
 
 def instance_name() -> str:
@@ -87,6 +94,7 @@ class OutboxRelay:
         metrics: Metrics,
         *,
         batch: int = 1000,
+        turn: int = TURN,
         idle: float = 0.5,
         lease_seconds: float = DEFAULT_LEASE_SECONDS,
         holder: str | None = None,
@@ -96,6 +104,9 @@ class OutboxRelay:
         self.sink = sink
         self.metrics = metrics
         self.batch = batch
+        self.turn = turn
+        #: Whether the last page left messages pending (a full page, or a turn cut short).
+        self.more = False
         self.idle = idle
         self.lease_seconds = lease_seconds
         self.holder = holder or instance_name()
@@ -135,7 +146,7 @@ class OutboxRelay:
                         await self._stopping.wait()
                 delay = min(delay * 2, 5.0)
                 continue
-            if sent < self.batch:
+            if not (sent and self.more):
                 await self._idle(self.idle if self.active else self.lease_seconds / 3)
 
     async def hold(self) -> bool:
@@ -172,7 +183,9 @@ class OutboxRelay:
 
     async def relay_once(self) -> int:
         """Publish one page of pending messages; the number taken off the outbox."""
-        pending = await self.ledger.pending_outbox(self.batch)
+        pending = await self.ledger.pending_outbox(self.batch, per_event=self.turn)
+        turns = Counter(m.position for m in pending)
+        self.more = len(pending) == self.batch or max(turns.values(), default=0) >= self.turn
         self.metrics.outbox_backlog.set(len(pending))
         if not pending or await self._marks_missing(pending):
             return 0
@@ -188,7 +201,7 @@ class OutboxRelay:
             await self.ledger.set_aside({i: f"{r.kind}: {r.reason}" for i, r in refused.items()})
             self._count_set_aside(list(refused.values()))
         self._count_published(published)
-        self.metrics.outbox_backlog.set(0 if len(pending) < self.batch else len(pending))
+        self.metrics.outbox_backlog.set(len(pending) if self.more else 0)
         return len(pending)
 
     async def _marks_missing(self, pending: Sequence[PendingMessage]) -> bool:
@@ -218,7 +231,7 @@ class OutboxRelay:
         if not self.active:
             return
         async with asyncio.timeout(timeout):
-            while await self.relay_once() == self.batch:
+            while await self.relay_once() and self.more:
                 pass
 
     async def _vouched(self, pending: Sequence[PendingMessage]) -> dict[str, Outgoing]:

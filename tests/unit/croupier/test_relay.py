@@ -28,6 +28,7 @@ from croupier.metrics import Metrics
 from croupier.relay import OutboxRelay
 from croupier.results import message_id
 from croupier.settler import Inbound, Settler
+from studio import StudioConfig, TableSpec, simulate
 
 
 @pytest.fixture
@@ -192,3 +193,30 @@ async def test_settling_and_relaying_go_on_across_two_rotations(tmp_path: Path) 
     assert sorted(got) == sorted(wanted)
     async with open_ledger(url) as auditor:
         assert (await auditor.verify(keyring=keyring)).ok
+
+
+async def test_a_small_round_is_published_while_a_huge_one_still_is(ledger: Ledger) -> None:
+    """Settlements take turns: a one-player round settled after a 20,000-player shared hand
+    is published within the relay's first pages, and each round's results go out in its
+    own outbox order."""
+    big = TableSpec("huge", "casino-holdem/classic", players=20_000)
+    huge = [m.body for m in simulate(StudioConfig(tables=(big,), rounds=1, seed=5))]
+    settler = Settler(ledger)
+    for start in range(0, len(huge), 5000):
+        page = huge[start : start + 5000]
+        await settler.handle([Inbound(b, n, "t.feed", f"h{start + n}") for n, b in enumerate(page)])
+    await settler.handle(deliveries(a_round("small"), first=len(huge)))
+    written = [m.message_id for m in await ledger.pending_outbox(30_000)]
+    small = written[-1]
+    assert len(written) == 20_001
+    bus = MemoryBus()
+    order: list[str] = []
+    bus.subscribe("#", lambda message: order.append(message.message_id))
+    relay = OutboxRelay(ledger, bus, Metrics(), batch=1000, turn=250)
+    assert await relay.hold()
+    assert await relay.relay_once() == 251
+    assert relay.more and order[-1] == small  # published in the first page
+    await relay.drain(timeout=120)
+    assert sorted(order) == sorted(written)
+    assert [m for m in order if m != small] == written[:-1]  # the huge round's own order
+    assert await ledger.pending_outbox() == []

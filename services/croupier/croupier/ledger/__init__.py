@@ -102,6 +102,7 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
+from collections import Counter
 from collections.abc import Callable, Collection, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -415,21 +416,32 @@ class Ledger(ABC):
         Raises ``LedgerUnavailable`` when the lock is not granted within the lock timeout
         (another process holds it) or the database cannot be reached."""
 
-    async def pending_outbox(self, limit: int = 100) -> list[PendingMessage]:
+    async def pending_outbox(
+        self, limit: int = 100, per_event: int | None = None
+    ) -> list[PendingMessage]:
         """Up to ``limit`` unpublished messages, oldest first (set-aside ones left out).
 
         A message counts as published when it has a marker (with a key: a marker whose
-        mark this key signed and which lists it).
+        mark this key signed and which lists it). With ``per_event``, events take turns:
+        at most that many messages of one event, the oldest of it, then the listing goes
+        on with the next event's, so a large settlement does not hold back later ones.
         """
         pending: list[tuple[PendingMessage, int]] = []
         floor = self._floor
         after, contiguous = floor.seq, True
-        while len(pending) < limit:
-            rows = await self._outbox_after(after, limit)
-            if not rows:
-                break
+        taken: Counter[int] = Counter()
+        waiting: set[int] = set()  # events with a pending message met in this listing
+        prefix: int | None = None  # messages listed before the first turn taken
+        rows = await self._outbox_after(after, limit)
+        while rows and len(pending) < limit:
             await self._check_marks(rows)
+            seek: list[OutboxRow] | None = None
             for row in rows:
+                position = row.position
+                resume = floor.resume.get(position, 0)
+                if row.seq < resume and not contiguous:
+                    seek = await self._outbox_after(resume - 1, limit)  # skip its done part
+                    break
                 done = (
                     row.message_id in floor.aside
                     or self.trust.published(row.message_id, row.marks, row.position)
@@ -437,13 +449,26 @@ class Ledger(ABC):
                 )
                 if done and contiguous:
                     floor.seq = row.seq
-                elif not done:
+                elif done:
+                    if position not in waiting:
+                        floor.resume[position] = row.seq + 1
+                else:
                     contiguous = False
+                    waiting.add(position)
                     pending.append((_pending(row), row.seq))
+                    taken[position] += 1
                     if len(pending) == limit:
                         break
-            after = rows[-1].seq
-        floor.listed([(m.message_id, seq) for m, seq in pending])
+                    if per_event is not None and taken[position] >= per_event:
+                        prefix = len(pending) if prefix is None else prefix
+                        seek = await self._outbox_past(position, limit)  # the next event's turn
+                        break
+            else:
+                seek = await self._outbox_after(rows[-1].seq, limit)
+            if seek is None:
+                break
+            rows = seek
+        floor.listed([(m.message_id, seq) for m, seq in pending[:prefix]])
         return [m for m, _ in pending]
 
     async def _check_marks(self, rows: Sequence[OutboxRow]) -> None:
@@ -674,6 +699,11 @@ class Ledger(ABC):
     @abstractmethod
     async def _outbox_after(self, after_seq: int, limit: int) -> list[OutboxRow]:
         """Outbox rows with ``seq > after_seq`` in seq order, with their markers' marks."""
+
+    @abstractmethod
+    async def _outbox_past(self, position: int, limit: int) -> list[OutboxRow]:
+        """Outbox rows with ``position`` greater, by position then seq (which is seq order:
+        rows get both under the append lock)."""
 
     @abstractmethod
     async def _outbox_between(self, low: int, high: int) -> list[OutboxRow]:

@@ -53,6 +53,9 @@ class PublishedFloor:
     def __init__(self) -> None:
         self.seq = 0
         self.aside: set[str] = set()
+        #: Beyond the floor, by event position: every row of that event with ``seq`` up to
+        #: this is done (met by a listing that took turns: the floor waits on another event).
+        self.resume: dict[int, int] = {}
         self._page: dict[str, int] = {}
 
     def listed(self, page: Sequence[tuple[str, int]]) -> None:
@@ -65,6 +68,7 @@ class PublishedFloor:
         if self._page and self._page.keys() <= done:
             self.seq = max(self.seq, *self._page.values())
             self._page = {}
+            self.resume = {p: s for p, s in self.resume.items() if s > self.seq}
 
     def set_aside(self, message_ids: Iterable[str]) -> None:
         """Leave these out from now on (this process will not publish them)."""

@@ -474,6 +474,16 @@ class PostgresLedger(Ledger):
         return [_outbox_row(row) for row in rows]
 
     @_reaching
+    async def _outbox_past(self, position: int, limit: int) -> list[OutboxRow]:
+        rows = await (await self.pool()).fetch(
+            f"SELECT {_OUTBOX_COLUMNS} FROM outbox o WHERE o.position > $1 "
+            "ORDER BY o.position, o.seq LIMIT $2",
+            position,
+            limit,
+        )
+        return [_outbox_row(row) for row in rows]
+
+    @_reaching
     async def _outbox_between(self, low: int, high: int) -> list[OutboxRow]:
         rows = await (await self.pool()).fetch(
             f"SELECT {_OUTBOX_COLUMNS} FROM outbox o WHERE o.position > $1 AND o.position <= $2 "

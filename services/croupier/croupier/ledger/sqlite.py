@@ -268,6 +268,13 @@ class SqliteLedger(Ledger):
         sql = f"SELECT {_OUTBOX_COLUMNS} FROM outbox o WHERE o.seq > ? ORDER BY o.seq LIMIT ?"
         return [_outbox_row(row) for row in await self._read(sql, (after_seq, limit))]
 
+    async def _outbox_past(self, position: int, limit: int) -> list[OutboxRow]:
+        sql = (
+            f"SELECT {_OUTBOX_COLUMNS} FROM outbox o WHERE o.position > ? "
+            "ORDER BY o.position, o.seq LIMIT ?"
+        )
+        return [_outbox_row(row) for row in await self._read(sql, (position, limit))]
+
     async def _outbox_between(self, low: int, high: int) -> list[OutboxRow]:
         sql = (
             f"SELECT {_OUTBOX_COLUMNS} FROM outbox o WHERE o.position > ? AND o.position <= ? "
