@@ -137,7 +137,7 @@ def run() -> None:
         flop_file.write_text("".join(f"{a} {b} {c} {w}\n" for (a, b, c), w in flops))
         env = {**os.environ, "OMP_NUM_THREADS": str(THREADS)}
         print(
-            f"{len(flops)} of {FLOPS} canonical flops (every {step}th), CPU time scaled x"
+            f"{len(flops)} of {FLOPS} canonical flops (BENCH_PAR_STEP={step}), CPU time scaled x"
             f"{scale:.2f} to the full sheet; C reference on {THREADS} threads, Python on "
             f"{THREADS} worker processes"
         )
