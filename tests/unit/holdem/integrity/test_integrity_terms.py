@@ -373,20 +373,32 @@ def test_with_no_fault_texas_holdem_plus_boxes_of_one_round_are_standard() -> No
     assert sum(covariances) > 0.1 * sum(variances), "the boxes' covariance counts"
 
 
-@pytest.mark.parametrize("table", [CLASSIC, STANDARD], ids=lambda t: t.id)
-def test_with_no_fault_the_deal_value_of_many_boxes_is_standard(table: PayTable) -> None:
+@pytest.mark.parametrize(
+    ("table", "rounds"),
+    [
+        (CLASSIC, 600),
+        pytest.param(CLASSIC, 1500, marks=pytest.mark.slow),
+        (STANDARD, 1500),
+    ],
+    ids=lambda p: p.id if isinstance(p, PayTable) else str(p),
+)
+def test_with_no_fault_the_deal_value_of_many_boxes_is_standard(
+    table: PayTable, rounds: int
+) -> None:
     """Rounds of 5 to 7 equal boxes dealt from a few flops, against deal constants computed
     over those flops: the deal value's z-score and scale are those of N(0, 1).
 
     Card removal correlates the boxes' values on one flop (Texas Hold'em Plus: -3.6% a pair
     on these flops): with the boxes' own variances alone the scale would be about 0.8.
+    A Casino Hold'em round costs ten times a Texas Hold'em Plus one (the calls are joint),
+    so its 1,500-round form is in ``make test-slow``.
     """
     rng = np.random.default_rng(41)
     flops = [(3, 20, 42), (0, 17, 50), (8, 9, 33), (12, 26, 45)]
     [constants] = compute_constants([table], flops=[(flop, 1) for flop in flops])
     calculator = Calculator(table, constants)
     deviations, variances, alone = [], [], []
-    for _ in range(1500):
+    for _ in range(rounds):
         flop = flops[int(rng.integers(len(flops)))]
         boxes = int(rng.integers(5, 8))
         deal, wagers, decisions = _random_round(table, flop, rng, 1, boxes, antes=(100,))
