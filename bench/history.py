@@ -57,7 +57,7 @@ from croupier.ledger.postgres import PostgresLedger, create_database_if_missing
 from croupier.projection import open_store
 from croupier.projection.projector import Progress, Projector
 from croupier.projection.registry import load_projections
-from croupier.replay import replay
+from croupier.settlement.replay import replay
 from studio.config import StudioConfig, parse_table_specs
 from studio.feed import simulate
 

@@ -26,7 +26,7 @@ Rows:
   greatest exact EV at each stage), with each statistic's scale over every round; and two
   boxes' ante deal correlation from the flop tables beside the stored exact one.
 - ``day``: the throughput of recomputing a day (190,000 rounds) through the real path
-  (settled facts -> :func:`croupier.integrity.settled_terms`), see :func:`run_day`.
+  (settled facts -> :func:`croupier.reports.integrity.settled_terms`), see :func:`run_day`.
 - ``tables``: building the exact flop tables, see :func:`run_tables`: CPU per flop of both
   games by the compiled sweep beside the numpy ranking (the anchor, the path that built them
   before) on the same flops; then four ``croupier integrity --tables`` started at once on an
@@ -756,8 +756,8 @@ def run_day(echo: Callable[[str], None] = print) -> None:
     """Time recomputing a day's integrity figures from its settled facts, on one core."""
     import json
 
-    from croupier.commands.integrity import prepare_tables
-    from croupier.integrity import prepare_settled
+    from croupier.cli.commands.integrity import prepare_tables
+    from croupier.reports.integrity import prepare_settled
 
     made = time.perf_counter()
     facts, settling = day_facts()

@@ -16,8 +16,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
-from croupier.facts import Fact
 from croupier.ledger import OutboxMessage, StreamAppend, open_ledger
+from croupier.settlement.facts import Fact
 from croupier.urls import mask_url
 
 EVENTS = 100_000

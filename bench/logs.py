@@ -39,7 +39,7 @@ def _rate(write: Callable[[], None]) -> float:
 def _writers() -> tuple[Callable[[], None], Callable[[], None], Callable[[], None]]:
     """The three ways of writing a line, each to its own buffer."""
     configure_logging("INFO", io.StringIO())
-    shared = structlog.get_logger("croupier.consumer")
+    shared = structlog.get_logger("croupier.settlement.consumer")
     alone = structlog.wrap_logger(
         structlog.PrintLogger(io.StringIO()),
         processors=[

@@ -19,7 +19,7 @@ from pathlib import Path
 
 _CROUPIER = (sys.executable, "-m", "floor.cli")
 _SEEDED = ("--seed", "3", "--out")
-ANCHOR = "import croupier.replay, croupier.ledger.sqlite, croupier.cli"
+ANCHOR = "import croupier.settlement.replay, croupier.ledger.sqlite, croupier.cli"
 
 
 def peak_rss_mib(argv: list[str]) -> tuple[float, float]:

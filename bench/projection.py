@@ -38,7 +38,7 @@ from croupier.ledger import open_ledger
 from croupier.projection import open_store
 from croupier.projection.projector import DEFAULT_BATCH, Projector
 from croupier.projection.registry import load_projections
-from croupier.replay import replay
+from croupier.settlement.replay import replay
 from croupier.urls import mask_url
 from studio.config import StudioConfig, parse_table_specs
 from studio.feed import simulate

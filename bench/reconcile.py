@@ -421,7 +421,7 @@ async def _size(results: int, folder: Path, cases: tuple[tuple[str, str], ...]) 
 
 async def _projector_rate() -> None:
     """The projector following a real ledger (a simulated studio settled through the settler)."""
-    from croupier.replay import replay
+    from croupier.settlement.replay import replay
     from studio.config import StudioConfig, parse_table_specs
     from studio.feed import simulate
 

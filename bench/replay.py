@@ -1,4 +1,4 @@
-"""Replay throughput: bets settled per second through ``croupier.replay.replay``.
+"""Replay throughput: bets settled per second through ``croupier.settlement.replay.replay``.
 
 A fixed-seed studio feed of about 100,000 bets (antes, side bets and play wagers) on every
 shipped pay table is generated before timing starts, then replayed through the settler into
@@ -37,9 +37,9 @@ from bench.ledger import BATCH, make_batches
 from bench.ledger import measure as measure_appends
 from croupier.ledger import open_ledger
 from croupier.ledger.signing import LedgerKey
-from croupier.replay import replay
-from croupier.runtime import fewer_collections
-from croupier.settler import Inbound, Settler
+from croupier.settlement.replay import replay
+from croupier.settlement.runtime import fewer_collections
+from croupier.settlement.settler import Inbound, Settler
 from croupier.urls import mask_url
 from studio import FeedTally, StudioConfig, every_paytable, simulate
 

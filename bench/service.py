@@ -10,7 +10,7 @@ wallet (a consumer of ``croupier.settlements`` in this process, which also keeps
    multiple ack: the pipeline's plumbing with no logic. Queue drained (the anchor): the
    feed is published first, messages/s from when the consumer starts consuming to its last
    ack. While publishing: messages/s from the first publish to the last ack.
-2. Croupier end to end: ``croupier.service.Service`` on the same feed, up to the last
+2. Croupier end to end: ``croupier.settlement.service.Service`` on the same feed, up to the last
    settlement result the wallet receives. Queue drained, timed like (1) from just before
    the service starts (its ledger already migrated; the broker connection is inside the
    time); its ratio to the anchor is the target. While publishing: from the first publish,
@@ -54,8 +54,8 @@ from croupier.bus.amqp import AmqpBus, declare_topology
 from croupier.ledger import open_ledger
 from croupier.ledger.signing import LedgerKey
 from croupier.logs import configure_logging
-from croupier.round import stream_name
-from croupier.service import Service
+from croupier.settlement.round import stream_name
+from croupier.settlement.service import Service
 from studio import StudioConfig, TableSpec, every_paytable, simulate
 from studio.message import FeedMessage
 from studio.publisher import declare_feed_exchange, publish_on
@@ -208,7 +208,7 @@ async def _raw_consume(
 
 
 def _service(amqp_url: str, db_url: str, ready: MpEvent, stop: MpEvent, times: Any) -> None:
-    """Child process: ``croupier.service.Service`` until ``stop`` is set.
+    """Child process: ``croupier.settlement.service.Service`` until ``stop`` is set.
 
     Puts the time just before the service starts (after migrating its ledger).
     """

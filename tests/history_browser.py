@@ -26,7 +26,7 @@ from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.remote.webdriver import WebDriver
 
-from croupier.commands.web import web_server
+from croupier.cli.commands.web import web_server
 from croupier.history.store import open_store
 from croupier.ledger import open_ledger
 from croupier.projection import open_store as open_read_models

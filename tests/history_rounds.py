@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from croupier_feeds import CH_CLASSIC, CH_PROGRESSIVE, THP, RoundFeed, line
 
 from croupier.ledger import Ledger
-from croupier.settler import Inbound, Settler
+from croupier.settlement.settler import Inbound, Settler
 
 TABLE_CH = "ch-1"
 TABLE_THP = "thp-1"

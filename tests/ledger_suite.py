@@ -19,8 +19,7 @@ import pytest
 from croupier_feeds import RoundFeed, line
 
 from croupier.bus.memory import MemoryBus
-from croupier.commands.redrive import _unmarked
-from croupier.facts import Fact
+from croupier.cli.commands.redrive import _unmarked
 from croupier.ledger import (
     HeadNotSigned,
     IdempotencyConflict,
@@ -37,9 +36,10 @@ from croupier.ledger.chain import GENESIS_HASH, format_timestamp, row_hash
 from croupier.ledger.keyring import KEYS_STREAM, KeyEntry, Keyring, handover
 from croupier.ledger.signing import LedgerKey
 from croupier.metrics import Metrics
-from croupier.relay import OutboxRelay
-from croupier.results import outbox_rule
-from croupier.settler import Inbound, Settler
+from croupier.settlement.facts import Fact
+from croupier.settlement.relay import OutboxRelay
+from croupier.settlement.results import outbox_rule
+from croupier.settlement.settler import Inbound, Settler
 
 _keys = itertools.count(1)
 

@@ -20,7 +20,6 @@ from typing import Any
 
 import pytest
 
-from croupier.facts import Fact
 from croupier.ledger import Ledger, RecordedEvent, StreamAppend, open_ledger
 from croupier.projection import (
     Changes,
@@ -36,8 +35,9 @@ from croupier.projection import (
 )
 from croupier.projection.projector import Projector
 from croupier.projection.wagers import WagersProjection
-from croupier.replay import replay
-from croupier.round import SETTLED, VOIDED
+from croupier.settlement.facts import Fact
+from croupier.settlement.replay import replay
+from croupier.settlement.round import SETTLED, VOIDED
 from studio.config import Faults, StudioConfig, parse_table_specs
 from studio.feed import simulate
 

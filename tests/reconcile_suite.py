@@ -32,8 +32,8 @@ from croupier.ledger import open_ledger
 from croupier.projection import open_store
 from croupier.reconcile import Reconciliation, Summary, as_dict, resolve_period
 from croupier.reconcile.wallet import BadRow, read_file
-from croupier.replay import replay
-from croupier.round import SETTLED, VOIDED
+from croupier.settlement.replay import replay
+from croupier.settlement.round import SETTLED, VOIDED
 from studio.config import Faults, StudioConfig, parse_table_specs
 from studio.feed import simulate
 from studio.message import FeedMessage

@@ -30,7 +30,7 @@ from private_services import private_postgres, private_rabbitmq
 
 from croupier.bus import DEAD_LETTER_QUEUE
 from croupier.ledger import open_ledger
-from croupier.round import SETTLED, VOIDED
+from croupier.settlement.round import SETTLED, VOIDED
 from studio.config import Faults, StudioConfig, parse_table_specs
 from studio.feed import FeedMessage, simulate
 from studio.publisher import publish

@@ -72,7 +72,9 @@ def test_serve_logs_json_only_and_never_the_password(tmp_path: Path) -> None:
     assert serve.returncode == 2
     assert last.startswith("croupier serve: RabbitMQ at 127.0.0.1:1 does not answer")
     lines = [json.loads(line) for line in logs]
-    assert {"croupier.service", "aiormq.connection"} <= {line["logger"] for line in lines}, err
+    assert {"croupier.settlement.service", "aiormq.connection"} <= {
+        line["logger"] for line in lines
+    }, err
     assert all({"timestamp", "level", "logger", "event"} <= line.keys() for line in lines)
     assert SECRET not in out + err and "Traceback" not in err
 

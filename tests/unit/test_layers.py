@@ -74,7 +74,7 @@ def test_every_package_has_its_layer() -> None:
     ("package", "source", "crossing"),
     [
         ("croupier", "from studio.config import StudioConfig", "studio.config"),
-        ("studio", "def f():\n    import croupier.round\n", "croupier.round"),
+        ("studio", "def f():\n    import croupier.settlement.round\n", "croupier.settlement.round"),
         ("holdem", "from contract.feed import EventType", "contract.feed"),
         ("contract", "import croupier", "croupier"),
         ("croupier", "from floor.demo import run_demo", "floor.demo"),

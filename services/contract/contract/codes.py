@@ -22,7 +22,7 @@ class RejectionCode(StrEnum):
     CONTRACT = "contract"
     """JSON that breaks the feed contract: a field missing, unknown, out of bounds."""
 
-    # The round (croupier.round.Round.receive), event by event.
+    # The round (croupier.settlement.round.Round.receive), event by event.
     REUSED_EVENT_ID = "reused_event_id"
     AFTER_TIMEOUT = "after_timeout"
     """An event of a round Croupier voided because it stayed open past the round timeout."""
@@ -50,14 +50,14 @@ class RejectionCode(StrEnum):
     WRONG_WAGER_SIZE = "wrong_wager_size"
     CARDS_MISSING = "cards_missing"
 
-    # Time (croupier.settler.Settler.expire): what waited longer than its limit.
+    # Time (croupier.settlement.settler.Settler.expire): what waited longer than its limit.
     HELD_TIMEOUT = "held_timeout"
     """An event held for a gap in ``seq`` that did not fill within the held-event timeout."""
     ROUND_TIMEOUT = "round_timeout"
     """A round still open after the open-round timeout: Croupier voids it (every wager
     refunded); the code of its ``round.voided`` fact."""
 
-    # Settlement itself (croupier.consumer): a message the settler fails on.
+    # Settlement itself (croupier.settlement.consumer): a message the settler fails on.
     POISON = "poison"
 
     # The broker, as it dead-letters a feed message (x-first-death-reason).

@@ -82,7 +82,7 @@ class SettlementResult(ContractModel):
 class RejectedLine(ContractModel):
     """One line of the replay rejections file."""
 
-    # Not croupier.round.Rejection (the error a round raises); the published schema keeps
+    # Not croupier.settlement.round.Rejection (the error a round raises); the published schema keeps
     # its title.
     model_config = ConfigDict(title="Rejection")
 

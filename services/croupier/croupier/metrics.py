@@ -35,7 +35,7 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
 from croupier import croupier_version
-from croupier.facts import closing
+from croupier.settlement.facts import closing
 from holdem import Spot, load_paytable, paytable_ids
 from holdem.paytable import PLAY_WAGERS
 

@@ -43,18 +43,18 @@ from aio_pika.abc import AbstractIncomingMessage
 
 from croupier.bus import FEED_QUEUE, SETTLEMENTS_EXCHANGE, Bus, Outgoing
 from croupier.bus.memory import MemoryBus
+from croupier.cli.console import program
 from croupier.config import Settings, settings
-from croupier.console import program
 from croupier.errors import CommandError, reaching
-from croupier.facts import Closing, closing
 from croupier.history.site import history_site
 from croupier.ledger import Ledger, open_ledger
 from croupier.ledger.signing import PRIVATE_KEY_FILE, LedgerKey
 from croupier.projection import open_store
 from croupier.reconcile import Reconciliation, Summary, resolve_period
 from croupier.reconcile.report import write_human
-from croupier.round import SETTLED, VOIDED
-from croupier.service import Service
+from croupier.settlement.facts import Closing, closing
+from croupier.settlement.round import SETTLED, VOIDED
+from croupier.settlement.service import Service
 from croupier.urls import host_port, mask_url
 from holdem import load_paytable
 from studio.config import Faults, StudioConfig, parse_table_specs

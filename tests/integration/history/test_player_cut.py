@@ -21,7 +21,7 @@ from croupier.ledger import open_ledger
 from croupier.projection import open_store as read_models_of
 from croupier.projection.projector import Projector
 from croupier.projection.registry import load_projections
-from croupier.settler import Inbound, Settler
+from croupier.settlement.settler import Inbound, Settler
 
 pytestmark = pytest.mark.integration
 

@@ -25,7 +25,6 @@ from contract.canonical import canonical_json
 from croupier.bus import Outgoing
 from croupier.bus.memory import MemoryBus
 from croupier.cli import main
-from croupier.deadletters import dead_letter
 from croupier.ledger import (
     HeadNotSigned,
     Ledger,
@@ -37,10 +36,11 @@ from croupier.ledger import (
 from croupier.ledger.chain import GENESIS_HASH, format_timestamp, row_hash
 from croupier.ledger.signing import PUBLIC_KEY_FILE, LedgerKey
 from croupier.metrics import Metrics
-from croupier.relay import OutboxRelay
-from croupier.results import outbox_rule, result_bodies
-from croupier.round import SETTLED
-from croupier.settler import Inbound, Settler
+from croupier.settlement.deadletters import dead_letter
+from croupier.settlement.relay import OutboxRelay
+from croupier.settlement.results import outbox_rule, result_bodies
+from croupier.settlement.round import SETTLED
+from croupier.settlement.settler import Inbound, Settler
 from studio import StudioConfig, simulate
 from studio.config import parse_table_specs
 

@@ -23,7 +23,7 @@ from croupier.ledger import Ledger, RecordedEvent, open_ledger
 from croupier.projection.projector import changes_of
 from croupier.projection.rounds import RoundsProjection
 from croupier.projection.wagers import WagersProjection
-from croupier.settler import Inbound, Settler
+from croupier.settlement.settler import Inbound, Settler
 
 pytestmark = pytest.mark.integration
 

@@ -24,7 +24,7 @@ from reconcile_suite import (
 
 from contract.wallet import FIELDS
 from croupier.ledger import open_ledger
-from croupier.replay import replay
+from croupier.settlement.replay import replay
 from studio.wallet import WalletFaults
 
 pytestmark = pytest.mark.integration

@@ -17,8 +17,8 @@ import pytest
 from croupier_feeds import CH_CLASSIC, CH_PROGRESSIVE, THP, RoundFeed, line
 
 from croupier.ledger import open_ledger
-from croupier.meters import meter_stream
-from croupier.settler import REJECTIONS_STREAM
+from croupier.settlement.meters import meter_stream
+from croupier.settlement.settler import REJECTIONS_STREAM
 
 pytestmark = pytest.mark.integration
 

@@ -50,9 +50,9 @@ from croupier.ledger.postgres import (
     ensure_service_role,
 )
 from croupier.ledger.signing import PRIVATE_KEY_FILE, LedgerKey
-from croupier.results import message_id
-from croupier.round import SETTLED, VOIDED, stream_name
-from croupier.service import Service
+from croupier.settlement.results import message_id
+from croupier.settlement.round import SETTLED, VOIDED, stream_name
+from croupier.settlement.service import Service
 from studio.config import Faults, StudioConfig, parse_table_specs
 from studio.feed import FeedMessage, simulate
 

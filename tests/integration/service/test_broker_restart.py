@@ -29,10 +29,10 @@ from service_harness import (
     studio_feed,
 )
 
-from croupier.deadletters import DEAD_LETTERED
 from croupier.ledger import open_ledger
-from croupier.round import REJECTED
-from croupier.service import Service
+from croupier.settlement.deadletters import DEAD_LETTERED
+from croupier.settlement.round import REJECTED
+from croupier.settlement.service import Service
 from studio.config import Faults, StudioConfig, parse_table_specs
 from studio.feed import FeedMessage, simulate
 from studio.publisher import publish

@@ -46,7 +46,7 @@ from croupier.bus import DEAD_LETTER_EXCHANGE, DEAD_LETTER_QUEUE, FEED_QUEUE, IN
 from croupier.ledger import open_ledger
 from croupier.ledger.postgres import APPEND_LOCK
 from croupier.ledger.signing import PUBLIC_KEY_FILE, LedgerPublicKey
-from croupier.results import outbox_rule
+from croupier.settlement.results import outbox_rule
 from studio.publisher import publish
 
 pytestmark = pytest.mark.integration

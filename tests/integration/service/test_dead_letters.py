@@ -47,12 +47,12 @@ from croupier.bus import (
     SIZE_HEADER,
 )
 from croupier.cli import main
-from croupier.deadletters import DEAD_LETTERED, DEAD_LETTERS_STREAM
 from croupier.ledger import open_ledger
-from croupier.results import message_id
-from croupier.round import REJECTED, SETTLED, stream_name
-from croupier.service import Service
-from croupier.settler import REJECTIONS_STREAM, Inbound
+from croupier.settlement.deadletters import DEAD_LETTERED, DEAD_LETTERS_STREAM
+from croupier.settlement.results import message_id
+from croupier.settlement.round import REJECTED, SETTLED, stream_name
+from croupier.settlement.service import Service
+from croupier.settlement.settler import REJECTIONS_STREAM, Inbound
 from studio.feed import FeedMessage
 from studio.publisher import publish
 

@@ -34,9 +34,9 @@ from service_harness import (
     wallet_paid,
 )
 
-from croupier.facts import Fact
 from croupier.ledger import LedgerUnavailable, RecordedEvent, StreamAppend
 from croupier.ledger.postgres import APPEND_LOCK, PostgresLedger
+from croupier.settlement.facts import Fact
 from studio.publisher import publish
 
 #: Under ``make test``'s workers: this module's clocked takeovers run one after another with

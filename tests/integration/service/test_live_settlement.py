@@ -35,7 +35,7 @@ from service_harness import (
 )
 
 from croupier.ledger import Ledger, open_ledger
-from croupier.service import Service
+from croupier.settlement.service import Service
 from croupier.web import ProbeServer
 from studio.publisher import publish
 

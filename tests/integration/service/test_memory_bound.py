@@ -45,7 +45,7 @@ from croupier.bus import (
     SHA256_HEADER,
     SIZE_HEADER,
 )
-from croupier.settler import REJECTIONS_STREAM
+from croupier.settlement.settler import REJECTIONS_STREAM
 from studio.feed import FeedMessage
 from studio.publisher import publish
 

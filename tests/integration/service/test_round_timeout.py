@@ -21,8 +21,8 @@ from service_harness import (
 )
 
 from croupier.cli import main
-from croupier.results import message_id
-from croupier.round import REJECTED, VOIDED, stream_name
+from croupier.settlement.results import message_id
+from croupier.settlement.round import REJECTED, VOIDED, stream_name
 from studio.feed import FeedMessage
 from studio.publisher import publish
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from croupier.progress import Progress
+from croupier.cli.progress import Progress
 from croupier.urls import mask_secrets, mask_url, parse_ledger_url
 from floor.cli import main
 
@@ -132,8 +132,8 @@ def test_json_output_of_every_command_a_program_reads(
 
 
 async def test_verify_reports_its_progress_page_by_page(tmp_path: Path) -> None:
-    from croupier.facts import Fact
     from croupier.ledger import StreamAppend, open_ledger
+    from croupier.settlement.facts import Fact
 
     async with open_ledger(f"sqlite:///{tmp_path / 'l.db'}") as ledger:
         await ledger.migrate()

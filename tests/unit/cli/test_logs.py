@@ -19,8 +19,8 @@ from yarl import URL
 from croupier.bus.memory import MemoryBus
 from croupier.ledger import open_ledger
 from croupier.logs import configure_logging, context_ids
-from croupier.service import Service
-from croupier.settler import Inbound
+from croupier.settlement.service import Service
+from croupier.settlement.settler import Inbound
 
 
 @pytest.fixture
@@ -36,9 +36,9 @@ def lines(stream: io.StringIO) -> list[dict[str, Any]]:
 
 
 def test_croupier_lines_carry_the_logger_name_level_and_time(logs: io.StringIO) -> None:
-    structlog.get_logger("croupier.consumer").info("round settled", table_id="T1")
+    structlog.get_logger("croupier.settlement.consumer").info("round settled", table_id="T1")
     (line,) = lines(logs)
-    assert line["logger"] == "croupier.consumer"
+    assert line["logger"] == "croupier.settlement.consumer"
     assert line["level"] == "info"
     assert line["event"] == "round settled"
     assert line["table_id"] == "T1"

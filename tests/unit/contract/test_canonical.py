@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from contract.canonical import Encoded, canonical_json
 from contract.feed import EventType, RoundVoided, RoundVoidedPayload, parse_event
-from croupier.round import received
+from croupier.settlement.round import received
 
 _KEYS = st.text(max_size=8)
 _SCALARS = (

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from croupier.audit import BooksAudit, round_problems
 from croupier.cli import main
 from croupier.ledger import Ledger, RecordedEvent, open_ledger
-from croupier.meters import METER_MOVED
-from croupier.replay import replay
-from croupier.round import SETTLED
+from croupier.reports.audit import BooksAudit, round_problems
+from croupier.settlement.meters import METER_MOVED
+from croupier.settlement.replay import replay
+from croupier.settlement.round import SETTLED
 from studio.config import StudioConfig, every_paytable
 from studio.feed import simulate
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from croupier.consumer import is_transient
-from croupier.facts import Fact
 from croupier.ledger import HeadNotSigned, LedgerError, StreamAppend, open_ledger
 from croupier.ledger.signing import LedgerKey
+from croupier.settlement.consumer import is_transient
+from croupier.settlement.facts import Fact
 
 
 async def test_a_ledger_out_of_reach_is_a_fault_to_retry(tmp_path: Path) -> None:

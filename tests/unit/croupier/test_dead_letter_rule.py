@@ -15,11 +15,11 @@ from croupier_feeds import RoundFeed, line
 
 from croupier.bus import KEPT_BYTES, SHA256_HEADER, SIZE_HEADER
 from croupier.bus.memory import MemoryBus
-from croupier.deadletters import letter_problem
 from croupier.ledger import Ledger, open_ledger
 from croupier.metrics import Metrics
-from croupier.relay import OutboxRelay
-from croupier.settler import Inbound, Settler
+from croupier.settlement.deadletters import letter_problem
+from croupier.settlement.relay import OutboxRelay
+from croupier.settlement.settler import Inbound, Settler
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 CROUPIER = Path(__file__).resolve().parents[3] / "services" / "croupier" / "croupier"
-DOMAIN = ("round.py", "facts.py")
+DOMAIN = ("settlement/round.py", "settlement/facts.py")
 PERSISTENCE = ("croupier.ledger", "croupier.bus", "croupier.projection", "asyncpg", "sqlite3")
 
 

@@ -14,7 +14,7 @@ from croupier_feeds import RoundFeed, line
 from croupier.bus import KEPT_BYTES
 from croupier.cli import main
 from croupier.ledger import Ledger, open_ledger
-from croupier.settler import REJECTIONS_STREAM, Inbound, Settler
+from croupier.settlement.settler import REJECTIONS_STREAM, Inbound, Settler
 
 HOSTILE = {
     b'{"a":' * 100_000: "too_large",

@@ -21,16 +21,16 @@ from typing import Any
 
 import pytest
 
-from croupier import results
 from croupier.bus import DEAD_LETTER_EXCHANGE
 from croupier.bus.memory import MemoryBus
 from croupier.cli import main
-from croupier.deadletters import LETTERS
 from croupier.ledger import Ledger, batch, chain, open_ledger
 from croupier.ledger.signing import PRIVATE_KEY_FILE, LedgerKey
 from croupier.metrics import Metrics
-from croupier.relay import OutboxRelay
-from croupier.settler import Inbound, Settler
+from croupier.settlement import results
+from croupier.settlement.deadletters import LETTERS
+from croupier.settlement.relay import OutboxRelay
+from croupier.settlement.settler import Inbound, Settler
 from studio import StudioConfig, TableSpec, simulate
 
 PLAYERS = 500

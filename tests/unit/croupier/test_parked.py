@@ -19,9 +19,14 @@ from pamqp.header import ContentHeader
 from croupier.bus import KEPT_BYTES, Oversize, Parked
 from croupier.bus.amqp import AmqpBus
 from croupier.bus.memory import MemoryBus
-from croupier.deadletters import DEAD_LETTERED, DEAD_LETTERS_STREAM, broker_fact, record_parked
 from croupier.ledger import Ledger, open_ledger
-from croupier.service import Service
+from croupier.settlement.deadletters import (
+    DEAD_LETTERED,
+    DEAD_LETTERS_STREAM,
+    broker_fact,
+    record_parked,
+)
+from croupier.settlement.service import Service
 
 BODY = json.dumps({"event_id": "0b6f1f8e-5a47-4c1e-9a4e-2f1d7c3b9a10", "seq": 1}).encode()
 COPY = Parked(BODY, "t1.round.opened", "m-1", "delivery_limit", "croupier.feed", 1)

@@ -19,8 +19,8 @@ from chaos.hostile import INSIDE, inside_rounds
 from croupier_feeds import CH_CLASSIC, THP, RoundFeed, line
 
 from croupier.ledger import Ledger, open_ledger
-from croupier.round import REJECTED, SETTLED
-from croupier.settler import REJECTIONS_STREAM, Inbound, Settler
+from croupier.settlement.round import REJECTED, SETTLED
+from croupier.settlement.settler import REJECTIONS_STREAM, Inbound, Settler
 
 Event = dict[str, Any]
 Spoil = Callable[[Event], None]

@@ -20,14 +20,14 @@ from croupier_feeds import RoundFeed, line
 
 from croupier.bus import CODE_HEADER, REASON_HEADER, Outgoing
 from croupier.bus.memory import MemoryBus
-from croupier.deadletters import ORIGINAL_ROUTING_KEY
 from croupier.ledger import Ledger, open_ledger
 from croupier.ledger.keyring import KeyEntry, Keyring
 from croupier.ledger.signing import LedgerKey
 from croupier.metrics import Metrics
-from croupier.relay import OutboxRelay
-from croupier.results import message_id
-from croupier.settler import Inbound, Settler
+from croupier.settlement.deadletters import ORIGINAL_ROUTING_KEY
+from croupier.settlement.relay import OutboxRelay
+from croupier.settlement.results import message_id
+from croupier.settlement.settler import Inbound, Settler
 from studio import StudioConfig, TableSpec, simulate
 
 

@@ -27,8 +27,8 @@ from croupier_feeds import CH_CLASSIC, CH_PROGRESSIVE, CH_ROYAL, THP, RoundFeed,
 from contract.settlement import SettlementResult
 from croupier.cli import main
 from croupier.ledger import open_ledger
-from croupier.replay import ReplaySummary, replay
-from croupier.results import message_id
+from croupier.settlement.replay import ReplaySummary, replay
+from croupier.settlement.results import message_id
 
 # -- the rules, written out from docs/rules.md ---------------------------------------------------
 

@@ -10,9 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from contract.canonical import Encoded, canonical_json
-from croupier.replay import _result_line
-from croupier.results import decided_result_messages, message_id, result_messages
-from croupier.round import SETTLED
+from croupier.settlement.replay import _result_line
+from croupier.settlement.results import decided_result_messages, message_id, result_messages
+from croupier.settlement.round import SETTLED
 
 _NAMESPACE = uuid.UUID("5f0c1c1e-6a4d-4f51-9d7e-4b8f0e0d2a61")
 _TEXT = st.text(st.characters(blacklist_categories=["Cs"]), max_size=70)

@@ -18,9 +18,9 @@ from croupier_feeds import CH_CLASSIC, CH_PROGRESSIVE, CH_ROYAL, THP, RoundFeed,
 
 import holdem
 from contract.canonical import canonical_json
-from croupier.facts import Fact
 from croupier.ledger.encoding import data_text
-from croupier.round import ACCEPTED, HELD, REJECTED, SETTLED, VOIDED, Round, Status
+from croupier.settlement.facts import Fact
+from croupier.settlement.round import ACCEPTED, HELD, REJECTED, SETTLED, VOIDED, Round, Status
 
 METER = 5_000_000
 Event = dict[str, Any]

@@ -12,10 +12,10 @@ from croupier_feeds import CH_CLASSIC, CH_PROGRESSIVE, RoundFeed, line
 import holdem
 from contract.settlement import SettlementResult
 from croupier.ledger import Ledger, VersionConflict, open_ledger
-from croupier.meters import METER_MOVED, meter_stream
-from croupier.results import message_id
-from croupier.round import SETTLED
-from croupier.settler import REJECTIONS_STREAM, BatchReport, Inbound, Settler
+from croupier.settlement.meters import METER_MOVED, meter_stream
+from croupier.settlement.results import message_id
+from croupier.settlement.round import SETTLED
+from croupier.settlement.settler import REJECTIONS_STREAM, BatchReport, Inbound, Settler
 
 Event = dict[str, Any]
 SEED = holdem.load_paytable("casino-holdem/progressive").jackpot.seed  # type: ignore[union-attr]
@@ -358,7 +358,7 @@ async def test_a_closed_round_stays_in_memory_while_a_later_batch_on_it_commits(
 
 
 def test_consumer_lag_is_the_age_of_the_event_at_the_head_of_the_batch() -> None:
-    from croupier.consumer import event_age
+    from croupier.settlement.consumer import event_age
 
     body = b'{"occurred_at": "2026-12-01T03:00:00.000Z", "event_id": "x"}'
     moment = 1_796_094_000.0  # 2026-12-01T03:00:00Z

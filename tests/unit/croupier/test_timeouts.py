@@ -17,15 +17,15 @@ from croupier_feeds import RoundFeed, line
 from croupier.bus import CODE_HEADER, Outgoing
 from croupier.bus.memory import MemoryBus
 from croupier.cli import main
-from croupier.consumer import FeedConsumer
-from croupier.facts import Fact
 from croupier.ledger import Ledger, open_ledger
 from croupier.metrics import Metrics
-from croupier.relay import OutboxRelay
-from croupier.replay import replay
-from croupier.results import message_id
-from croupier.round import REJECTED, SETTLED, VOIDED, Round, Status, stream_name
-from croupier.settler import Inbound, Settler
+from croupier.settlement.consumer import FeedConsumer
+from croupier.settlement.facts import Fact
+from croupier.settlement.relay import OutboxRelay
+from croupier.settlement.replay import replay
+from croupier.settlement.results import message_id
+from croupier.settlement.round import REJECTED, SETTLED, VOIDED, Round, Status, stream_name
+from croupier.settlement.settler import Inbound, Settler
 
 
 @pytest.fixture

@@ -201,7 +201,7 @@ def test_only_the_issuer_can_be_required() -> None:
 def test_the_issuer_and_audience_come_from_the_environment(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from croupier.commands.web import authenticator
+    from croupier.cli.commands.web import authenticator
     from croupier.config import load_settings
 
     monkeypatch.setenv("CROUPIER_PLAYER_TOKEN_SECRET", SECRET)

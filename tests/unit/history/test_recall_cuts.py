@@ -12,7 +12,7 @@ from croupier.history.models import RoundRecall
 from croupier.history.recall import for_viewer, participants, player_cuts, recall
 from croupier.history.viewer import Viewer
 from croupier.ledger import Ledger, open_ledger
-from croupier.round import ACCEPTED, SETTLED, VOIDED
+from croupier.settlement.round import ACCEPTED, SETTLED, VOIDED
 
 
 def seen(round_: RoundRecall) -> dict[str, Any]:

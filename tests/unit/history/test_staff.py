@@ -213,7 +213,7 @@ def test_sessions_survive_a_restart_only_with_the_configured_secret() -> None:
 def test_unusable_sign_in_settings_stop_the_command(
     monkeypatch: pytest.MonkeyPatch, variable: str, value: str, message: str
 ) -> None:
-    from croupier.commands.web import access
+    from croupier.cli.commands.web import access
     from croupier.config import load_settings
     from croupier.errors import CommandError
 
@@ -226,7 +226,7 @@ def test_unusable_sign_in_settings_stop_the_command(
 def test_the_sign_in_settings_make_the_services_access(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from croupier.commands.web import access
+    from croupier.cli.commands.web import access
     from croupier.config import load_settings
 
     _, public = sso_keys()

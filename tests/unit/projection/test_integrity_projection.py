@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 from projection_suite import TABLES, settle, studio_feed
 
-from croupier.integrity import settled_terms
 from croupier.ledger import Ledger, open_ledger
 from croupier.metrics import Metrics
 from croupier.projection import open_store
@@ -31,7 +30,8 @@ from croupier.projection.integrity import (
     row_of,
 )
 from croupier.projection.projector import Projector
-from croupier.round import SETTLED
+from croupier.reports.integrity import settled_terms
+from croupier.settlement.round import SETTLED
 from holdem.integrity.terms import Terms
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from reconcile_suite import HoldSuite, ReconcileSuite, feed, settle_feed, write_wallet
 
-from croupier.progress import UPDATE_EVERY
+from croupier.cli.progress import UPDATE_EVERY
 
 
 class TestSqliteHold(HoldSuite):

@@ -48,7 +48,7 @@ from croupier.history.models import (
 )
 from croupier.history.viewer import Grant, Viewer
 from croupier.ledger import RecordedEvent
-from croupier.round import ACCEPTED, HELD, REJECTED, SETTLED, VOIDED
+from croupier.settlement.round import ACCEPTED, HELD, REJECTED, SETTLED, VOIDED
 from holdem import Action, PayTable, PayTableError, Spot, Stage, load_paytable
 from holdem.schedule import play_spot
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Final
 from urllib.parse import quote
 
-from croupier.commands.web import web_server
+from croupier.cli.commands.web import web_server
 from croupier.history.auth import Authenticator, player_token
 from croupier.history.store import open_store
 from croupier.ledger import open_ledger

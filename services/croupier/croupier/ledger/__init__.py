@@ -111,7 +111,6 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, ParamSpec, TypeVar
 
 from croupier.config import LEASE_LIMIT
-from croupier.facts import Fact
 from croupier.ledger.audit import Audit, LetterRule, OutboxRule
 from croupier.ledger.chain import (
     ChainRow,
@@ -124,6 +123,7 @@ from croupier.ledger.migrate import Dialect, migrations
 from croupier.ledger.outbox import OutboxRow, PublishedFloor, SetAsideRow
 from croupier.ledger.signing import LedgerKey, LedgerPublicKey
 from croupier.ledger.trust import HEADS_SCANNED, HeadRow, MarkRow, Trust, vouch
+from croupier.settlement.facts import Fact
 
 if TYPE_CHECKING:
     from croupier.ledger.batch import Plan

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from contract.canonical import Encoded, canonical_json
-from croupier.facts import Fact
 from croupier.ledger import (
     IdempotencyConflict,
     OutboxMessage,
@@ -25,6 +24,7 @@ from croupier.ledger import (
 )
 from croupier.ledger.chain import ChainRow, format_timestamp, row_hash
 from croupier.ledger.encoding import data_text
+from croupier.settlement.facts import Fact
 
 # (message_id, position, exchange, routing_key, body as canonical JSON, event hash)
 OutboxInsert = tuple[str, int, str, str, str, str]

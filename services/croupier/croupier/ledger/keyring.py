@@ -31,9 +31,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
-from croupier.facts import Fact
 from croupier.ledger.chain import ChainRow, Problem
 from croupier.ledger.signing import LedgerPublicKey, SigningKeyError
+from croupier.settlement.facts import Fact
 
 #: The type of a handover fact, and the stream that holds them.
 ROTATED: Final = "ledger.key_rotated"

@@ -2,7 +2,7 @@
 
 ``integrity_totals``
     One row per game, pay table, currency and settlement day (UTC ``YYYY-MM-DD``) with the
-    sums of every settled round's integrity terms (:mod:`croupier.integrity`): rounds, the
+    sums of every settled round's integrity terms (:mod:`croupier.reports.integrity`): rounds, the
     deal value, its fair mean and variance, what the bets returned, the exact expectation of
     the decisions taken, its variance, and the boxes' covariance (Texas Hold'em Plus rounds of
     several boxes) in two parts that never go down: each round's covariance when positive
@@ -26,11 +26,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from croupier.integrity import NoCards, settled_terms
 from croupier.ledger import RecordedEvent
 from croupier.metrics import Metrics
 from croupier.projection import Changes, Column, Projection, Session, Table
-from croupier.round import SETTLED
+from croupier.reports.integrity import NoCards, settled_terms
+from croupier.settlement.round import SETTLED
 from holdem.integrity.terms import Terms
 
 MILLI: Final = 1000

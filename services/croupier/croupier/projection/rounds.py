@@ -38,7 +38,7 @@ from croupier.history.models import PlayerRound, Result, RoundRecall
 from croupier.history.recall import paytable_of, player_cuts, recall
 from croupier.ledger import Ledger, RecordedEvent
 from croupier.projection import Changes, Column, Projection, Table
-from croupier.round import ACCEPTED, SETTLED, VOIDED
+from croupier.settlement.round import ACCEPTED, SETTLED, VOIDED
 
 
 def _text(name: str, nullable: bool = False) -> Column:

@@ -35,8 +35,8 @@ from contract.feed import WAGER_ACTIONS
 from croupier.ledger import RecordedEvent
 from croupier.ledger.chain import format_timestamp
 from croupier.projection import Changes, Column, Projection, ProjectionError, Table
-from croupier.results import result_bodies
-from croupier.round import ACCEPTED, REJECTED, SETTLED, VOIDED
+from croupier.settlement.results import result_bodies
+from croupier.settlement.round import ACCEPTED, REJECTED, SETTLED, VOIDED
 
 _T: Final = "text"
 _I: Final = "int"

@@ -6,9 +6,9 @@ import argparse
 from collections.abc import Iterator
 from typing import Any
 
-from croupier.console import add_json_argument, output_file
+from croupier.cli.console import add_json_argument, output_file
+from croupier.cli.progress import Progress
 from croupier.errors import CommandError, reaching
-from croupier.progress import Progress
 from floor.commands import studio_options
 from studio.cli import add_simulate_arguments, run_simulate
 from studio.config import StudioConfig

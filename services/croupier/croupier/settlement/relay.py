@@ -1,0 +1,400 @@
+"""The outbox relay: settlement results and dead letters from the ledger's outbox to the broker.
+
+Guarantees:
+- One publisher per outbox: a relay publishes only while it holds the ledger's relay lease
+  (``Ledger.hold_lease``), renewed every third of its term. Standby instances wait and take
+  over within ``lease_seconds`` of the holder's last renewal (a crash, a hang, a partition).
+- A message is marked published only after the broker confirmed it; a crash in between
+  means it is published again with the same ``message_id``, which wallets deduplicate on.
+- A message the broker refuses for good (unroutable, too long to frame, nacked) is set aside
+  in the ledger with the reason, counted once (``croupier_results_set_aside_total``) and not
+  retried: the messages after it go on. ``croupier redrive --results`` publishes set-aside
+  messages once the cause is fixed.
+- ``healthy`` is False while relaying fails (broker or database down); readiness shows it.
+- A lease held beyond any term Croupier takes (``LEASE_LIMIT``: someone with the service's
+  database rights wrote it) stalls relaying until it expires: nothing can prevent that,
+  but standby instances see it, log it, set ``croupier_relay_lease_stalled`` and report
+  the relay NOT READY (``stalled``) until it is gone.
+- Marks deleted do not republish history: each signed head claims how far the outbox was
+  published (``Ledger.published_claim``). A pending message at or below that claim, with
+  no set-aside row, lost its publish mark (someone with the owner's rights deleted it):
+  the relay publishes nothing then, logs why, sets ``croupier_relay_marks_missing`` and
+  reports NOT READY (``relay``) until ``croupier redrive --results --unmarked`` publishes
+  and marks those messages again, as someone must explicitly ask for.
+- Only what a recorded fact says goes out. For each outbox row the relay reads the event the
+  row names (position and hash) as the chain vouches for it (with a signing key: linked row
+  by row up to a head a key of its keyring signed, outside a revoked key's part). A
+  settlement result is re-derived from that fact (``results.outbox_rule``) and published
+  as derived, only if the row is exactly it; a dead letter must name that (rejection)
+  fact. Any other row (forged, edited, naming an unsigned
+  or rewritten event) is refused: set aside with the reason, logged, counted in
+  ``croupier_results_refused``, never published. A dead letter must be exactly the dead
+  letter of the chained rejection it names (``deadletters.letter_problem``): its code,
+  reason and bytes are the rejection's.
+- Rounds take turns (``Ledger.pending_outbox(per_event=TURN)``): a page holds at most
+  ``turn`` messages of one fact, its oldest pending ones, then the next fact's, so a round
+  settled after a huge one is published within a page or two, not after it. The messages
+  of one fact are published in outbox order; across facts (rounds) there is no order, even
+  for one player (docs/feed.md, "Order").
+- Linear in the round: a fact is read, hashed and vouched for once, and the messages it
+  calls for derived once (``Derivations``), however many pages its messages span: a shared
+  hand of N players costs the relay O(N), not O(N) per message or per page. A large fact
+  is derived in a worker thread. Guarded by tests/unit/croupier/test_linear_paths.py
+  (work counted) and ``python -m bench service`` (10,000 and 100,000 players, timed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import time
+import uuid
+from collections import Counter, OrderedDict
+from collections.abc import Mapping, Sequence
+from typing import Final
+
+import structlog
+
+from contract.canonical import canonical_json
+from croupier.bus import DEAD_LETTER_EXCHANGE, UNROUTABLE, Outgoing, Refused, SettlementSink
+from croupier.config import LEASE_LIMIT
+from croupier.ledger import Ledger, PendingMessage
+from croupier.ledger.audit import Expected
+from croupier.ledger.chain import ChainRow
+from croupier.metrics import Metrics
+from croupier.settlement import deadletters
+from croupier.settlement.results import outbox_rule
+
+log = structlog.get_logger("croupier.settlement.relay")
+
+RELAY_LEASE: Final = "outbox-relay"
+DEFAULT_LEASE_SECONDS: Final = 10.0
+#: Messages the relay keeps derived (from the facts it met last) between pages.
+DERIVED_KEPT: Final = 250_000
+#: Facts longer than this (characters) are derived off the event loop.
+DERIVE_INLINE: Final = 256 * 1024
+#: A page holds at most this many messages of one settlement before the next one's turn.
+TURN: Final = 250
+
+
+def instance_name() -> str:
+    """This process, as a lease holder: host, pid and a random suffix."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+class OutboxRelay:
+    """Publishes pending outbox messages with confirms while it holds the relay lease."""
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        sink: SettlementSink,
+        metrics: Metrics,
+        *,
+        batch: int = 1000,
+        turn: int = TURN,
+        idle: float = 0.5,
+        lease_seconds: float = DEFAULT_LEASE_SECONDS,
+        holder: str | None = None,
+    ) -> None:
+        assert 0 < lease_seconds <= LEASE_LIMIT
+        self.ledger = ledger
+        self.sink = sink
+        self.metrics = metrics
+        self.batch = batch
+        self.turn = turn
+        #: Whether the last page left messages pending (a full page, or a turn cut short).
+        self.more = False
+        self.idle = idle
+        self.lease_seconds = lease_seconds
+        self.holder = holder or instance_name()
+        self.active = False
+        self.healthy = True
+        self.stalled = False
+        #: Messages of the last page whose publish marks vanished (nothing relays meanwhile).
+        self.marks_missing = 0
+        self.derivations = Derivations()
+        self._renewed = 0.0
+        self._wake = asyncio.Event()
+        self._stopping = asyncio.Event()
+
+    def wake(self) -> None:
+        """New messages were committed: publish them now rather than at the next poll."""
+        self._wake.set()
+
+    def stop(self) -> None:
+        """Stop after the current round of publishing."""
+        self._stopping.set()
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Relay until stopped, backing off on broker or database faults."""
+        delay = 0.1
+        while not self._stopping.is_set():
+            try:
+                sent = await self.relay_once() if await self.hold() else 0
+                self.healthy = True
+                delay = 0.1
+            except Exception as error:
+                if self.healthy:
+                    log.warning("relay fault; retrying", error=repr(error), retry_in=delay)
+                self.healthy = False
+                with contextlib.suppress(TimeoutError):  # backing off; a stop ends it
+                    async with asyncio.timeout(delay):
+                        await self._stopping.wait()
+                delay = min(delay * 2, 5.0)
+                continue
+            if not (sent and self.more):
+                await self._idle(self.idle if self.active else self.lease_seconds / 3)
+
+    async def hold(self) -> bool:
+        """Whether this relay holds the lease now (taking or renewing it when due)."""
+        now = time.monotonic()
+        if self.active and now - self._renewed < self.lease_seconds / 3:
+            return True
+        try:
+            held = await self.ledger.hold_lease(RELAY_LEASE, self.holder, self.lease_seconds)
+        except BaseException:
+            self._activate(False)
+            raise
+        if held:
+            self._renewed = now
+        self._activate(held)
+        await self._watch_lease(held)
+        return held
+
+    async def _watch_lease(self, held: bool) -> None:
+        """Standing by: whether the lease is held beyond any term Croupier takes."""
+        stalled = False
+        if not held:
+            lease = next((x for x in await self.ledger.leases() if x[0] == RELAY_LEASE), None)
+            stalled = lease is not None and lease[2] > LEASE_LIMIT
+            if stalled and not self.stalled:
+                log.error(
+                    "the relay lease is held beyond any term Croupier takes: nothing relays "
+                    "until it expires; run `croupier verify`",
+                    holder=lease[1] if lease else None,
+                    seconds_left=lease[2] if lease else None,
+                )
+        self.stalled = stalled
+        self.metrics.relay_lease_stalled.set(stalled)
+
+    async def relay_once(self) -> int:
+        """Publish one page of pending messages; the number taken off the outbox."""
+        pending = await self.ledger.pending_outbox(self.batch, per_event=self.turn)
+        turns = Counter(m.position for m in pending)
+        self.more = len(pending) == self.batch or max(turns.values(), default=0) >= self.turn
+        self.metrics.outbox_backlog.set(len(pending))
+        if not pending or await self._marks_missing(pending):
+            return 0
+        vouched = await self._vouched(pending)
+        sendable = [m for m in pending if m.message_id in vouched]
+        refused = {}
+        if sendable:
+            outgoing_page = [vouched[m.message_id] for m in sendable]
+            refused = {r.message_id: r for r in await self.sink.publish(outgoing_page)}
+        published = [m for m in sendable if m.message_id not in refused]
+        await self.ledger.mark_published([m.message_id for m in published])
+        if refused:
+            await self.ledger.set_aside({i: f"{r.kind}: {r.reason}" for i, r in refused.items()})
+            self._count_set_aside(list(refused.values()))
+        self._count_published(published)
+        self.metrics.outbox_backlog.set(len(pending) if self.more else 0)
+        return len(pending)
+
+    async def _marks_missing(self, pending: Sequence[PendingMessage]) -> bool:
+        """Whether publish marks of messages a signed head records published are gone:
+        then nothing is published (not them again, nor anything after them) until they
+        are marked again (``croupier redrive --results --unmarked``)."""
+        claim = await self.ledger.published_claim()
+        lost = [m for m in pending if m.seq <= claim and not m.aside]
+        if lost and not self.marks_missing:
+            log.error(
+                "publish marks are missing: a signed head records these messages published, "
+                "and no mark of them is left; not publishing them again, nor anything after "
+                "them. Run `croupier verify`, then `croupier redrive --results --unmarked` "
+                "to publish them again (wallets deduplicate on message_id)",
+                published_through_seq=claim,
+                missing_in_page=len(lost),
+                first=[f"seq {m.seq} {m.message_id}" for m in lost[:5]],
+            )
+        elif not lost and self.marks_missing:
+            log.info("publish marks are whole again: relaying")
+        self.marks_missing = len(lost)
+        self.metrics.relay_marks_missing.set(len(lost))
+        return bool(lost)
+
+    async def drain(self, timeout: float = 10.0) -> None:
+        """Publish everything pending now (at shutdown, if active), within ``timeout``."""
+        if not self.active:
+            return
+        async with asyncio.timeout(timeout):
+            while await self.relay_once() and self.more:
+                pass
+
+    async def _vouched(self, pending: Sequence[PendingMessage]) -> dict[str, Outgoing]:
+        """What to publish for each message a chained fact says, by id; the rest are set
+        aside with the reason."""
+        vouched, refused = await derive(self.ledger, pending, self.derivations)
+        if refused:
+            await self.ledger.set_aside({i: f"refused: {why}" for i, why in refused.items()})
+            self.metrics.refused.inc(len(refused))
+        return vouched
+
+    def _activate(self, held: bool) -> None:
+        if held != self.active:
+            log.info("relaying the outbox" if held else "standing by; another instance relays")
+        self.active = held
+        self.metrics.relay_active.set(held)
+
+    def _count_set_aside(self, refused: list[Refused]) -> None:
+        kinds = Counter(r.kind for r in refused)
+        for kind, count in kinds.items():
+            self.metrics.set_aside.labels(kind).inc(count)
+        self.metrics.unroutable.inc(kinds[UNROUTABLE])
+        log.error(
+            "messages set aside: the broker refuses them",
+            count=len(refused),
+            first=[f"{r.message_id}: {r.kind}: {r.reason}" for r in refused[:5]],
+        )
+
+    def _count_published(self, published: list[PendingMessage]) -> None:
+        codes: Counter[str] = Counter()
+        results = 0
+        for message in published:
+            if message.exchange == DEAD_LETTER_EXCHANGE:
+                codes[str(message.body.get("code"))] += 1
+            else:
+                results += 1
+        self.metrics.published.inc(results)
+        for code, count in codes.items():
+            self.metrics.dead_lettered.labels(code).inc(count)
+
+    async def _idle(self, seconds: float) -> None:
+        try:
+            async with asyncio.timeout(seconds):
+                await self._wake.wait()
+        except TimeoutError:
+            pass
+        self._wake.clear()
+
+
+class Derivations:
+    """Chained facts as the relay read them, and the outbox messages each calls for
+    (``outbox_rule``), each read and derived once.
+
+    A fact is kept by position once the chain vouched for it: the chain is append-only,
+    so it is exactly what reading again would give (a row rewritten since would not be
+    vouched for, and its outbox rows name the hash kept here). Its messages are derived
+    once however many of them a page holds and however many pages they span: relaying a
+    round of N players reads and hashes its settlement once and derives its N messages
+    once, not once per message or per page. The facts met last are kept up to ``limit``
+    messages in all (the ones of the page in hand always).
+    """
+
+    def __init__(self, limit: int = DERIVED_KEPT) -> None:
+        self.limit = limit
+        self._kept: OrderedDict[int, tuple[ChainRow, dict[str, Expected] | None]] = OrderedDict()
+        self._size = 0
+
+    async def vouched(self, ledger: Ledger, positions: Sequence[int]) -> dict[int, ChainRow]:
+        """The facts at ``positions`` the chain vouches for (``Ledger.vouched``), by position."""
+        wanted = set(positions)
+        found = {p: self._kept[p][0] for p in wanted if p in self._kept}
+        missing = wanted - found.keys()
+        if missing:
+            read = await ledger.vouched(missing)
+            for position, row in read.items():
+                self._keep(position, row, None)
+            found.update(read)
+        for position in found:
+            self._kept.move_to_end(position)
+        self._trim()
+        return found
+
+    async def derive(self, event: ChainRow) -> dict[str, Expected]:
+        """The messages ``event`` calls for, by message id (a large fact is derived in a
+        worker thread, so other tables' results keep flowing meanwhile)."""
+        row, messages = self._kept.get(event.position, (None, None))
+        if messages is None or row is None or row.hash != event.hash:
+            if len(event.data) > DERIVE_INLINE:
+                derived = await asyncio.to_thread(outbox_rule, event.type, event.data)
+            else:
+                derived = outbox_rule(event.type, event.data)
+            messages = {e.message_id: e for e in derived}
+            self._keep(event.position, event, messages)
+            self._trim()
+        return messages
+
+    def _keep(self, position: int, row: ChainRow, messages: dict[str, Expected] | None) -> None:
+        old = self._kept.pop(position, None)
+        if old is not None:
+            self._size -= 1 + len(old[1] or ())
+        self._kept[position] = (row, messages)
+        self._size += 1 + len(messages or ())
+
+    def _trim(self) -> None:
+        while self._size > self.limit and len(self._kept) > 1:
+            _, (_, dropped) = self._kept.popitem(last=False)
+            self._size -= 1 + len(dropped or ())
+
+
+async def derive(
+    ledger: Ledger, pending: Sequence[PendingMessage], derivations: Derivations | None = None
+) -> tuple[dict[str, Outgoing], dict[str, str]]:
+    """The relay's rule: what to publish for each message a chained fact says (by id), and
+    why each other one is refused (by id; logged). ``croupier redrive --results`` applies
+    it too. Each fact is derived once (``derivations``: kept from earlier calls)."""
+    derivations = derivations or Derivations()
+    events = await derivations.vouched(ledger, [m.position for m in pending])
+    expected: dict[int, dict[str, Expected]] = {}
+    for message in pending:
+        event = events.get(message.position)
+        if event is None or event.hash != message.event_hash or event.position in expected:
+            continue
+        if message.exchange != DEAD_LETTER_EXCHANGE:
+            expected[event.position] = await derivations.derive(event)
+    vouched: dict[str, Outgoing] = {}
+    refused: dict[str, str] = {}
+    for message in pending:
+        event = events.get(message.position)
+        published = _derived(message, event, expected.get(event.position, {}) if event else {})
+        if isinstance(published, Outgoing):
+            vouched[message.message_id] = published
+            continue
+        refused[message.message_id] = published
+        log.error(
+            "outbox message refused: not what a recorded fact says",
+            message_id=message.message_id,
+            position=message.position,
+            reason=published,
+        )
+    return vouched, refused
+
+
+def _derived(
+    message: PendingMessage, event: ChainRow | None, expected: Mapping[str, Expected]
+) -> Outgoing | str:
+    """What to publish for ``message``, or why it is refused (``expected``: the messages
+    ``event`` calls for, by id)."""
+    if event is None:
+        return (
+            "its event is not in the chain under a head a key of this service's keyring "
+            "signed (or lies where a revoked key signed)"
+        )
+    if event.hash != message.event_hash:
+        return f"it names event hash {message.event_hash[:16]}, the chain holds {event.hash[:16]}"
+    if message.exchange == DEAD_LETTER_EXCHANGE:
+        problem = deadletters.letter_problem(
+            event, message.message_id, message.routing_key, message.body
+        )
+        return problem or deadletters.outgoing(message)
+    want = expected.get(message.message_id)
+    if want is None:
+        return f"the {event.type} at position {event.position} reports no such message"
+    if (message.exchange, message.routing_key, canonical_json(message.body)) != want[1:]:
+        return f"it differs from what the {event.type} at position {event.position} says"
+    body = {**message.body, "ledger_position": event.position}  # exactly ``want.body``
+    return Outgoing(message.message_id, want.routing_key, body, exchange=want.exchange)

@@ -1,0 +1,121 @@
+"""Wallet results: what a closing fact (``round.settled`` or ``round.voided``) pays each
+player, shaped as the settlement contract's messages (``contract.settlement``,
+docs/feed.md "Output: settlement results") and put in the outbox.
+
+The same shaping serves the settler (writing the outbox), the relay and ``verify``
+(re-deriving what a chained fact put there, :func:`outbox_rule`) and the wagers read model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from collections.abc import Mapping
+from typing import Any, Final
+
+from contract.canonical import Encoded, canonical_json
+from croupier.bus import SETTLEMENTS_EXCHANGE
+from croupier.ledger import OutboxMessage
+from croupier.ledger.audit import Expected
+from croupier.settlement.facts import closing
+from croupier.settlement.round import SETTLED, VOIDED
+
+_RESULT_NAMESPACE: Final = uuid.UUID("5f0c1c1e-6a4d-4f51-9d7e-4b8f0e0d2a61")
+_NAMESPACE_BYTES: Final = _RESULT_NAMESPACE.bytes
+
+#: A settlement result as the JSON body wallets receive (a valid ``SettlementResult``).
+ResultBody = dict[str, Any]
+
+
+def message_id(table_id: str, round_id: str, player_id: str, currency: str) -> str:
+    """The stable id of a player's settlement result: wallets deduplicate on it.
+
+    ``str(uuid.uuid5(namespace, "table/round/player/currency"))``, written out directly: a
+    UUID object per result costs more than the digest.
+    """
+    name = f"{table_id}/{round_id}/{player_id}/{currency}".encode()
+    digest = bytearray(hashlib.sha1(_NAMESPACE_BYTES + name, usedforsecurity=False).digest())
+    digest[6] = (digest[6] & 0x0F) | 0x50  # version 5
+    digest[8] = (digest[8] & 0x3F) | 0x80  # the RFC 4122 variant
+    text = digest[:16].hex()
+    return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
+
+
+def settlement_results(closed: Mapping[str, Any], position: int) -> list[ResultBody]:
+    """One result per player and currency from a ``round.settled`` or ``round.voided`` fact."""
+    return [{**body, "ledger_position": position} for body in result_bodies(closed)]
+
+
+def result_bodies(closed: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The JSON bodies of :func:`settlement_results`, without ``ledger_position``.
+
+    Plain dicts, built without re-validation: the fact was produced by the rules core,
+    which already guarantees each line's outcome and amount, and the totals are summed
+    right here.
+    """
+    data = closing(closed)
+    event = data["event"]
+    table_id, round_id = event["table_id"], event["round_id"]
+    by_owner: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for line in data["results"]:
+        bet = {
+            "bet_id": line["bet_id"],
+            "spot": line["spot"],
+            "stake": line["stake"],
+            "returned": line["returned"],
+            "outcome": line["outcome"],
+        }
+        by_owner.setdefault((line["player_id"], line["currency"]), []).append(bet)
+    return [
+        {
+            "message_id": message_id(table_id, round_id, player, currency),
+            "table_id": table_id,
+            "round_id": round_id,
+            "player_id": player,
+            "currency": currency,
+            "bets": bets,
+            "stake_total": sum(bet["stake"] for bet in bets),
+            "returned_total": sum(bet["returned"] for bet in bets),
+        }
+        for (player, currency), bets in by_owner.items()
+    ]
+
+
+def result_messages(fact_type: str, data: Mapping[str, Any], key: str) -> list[OutboxMessage]:
+    """The outbox messages a closing fact (``key``) calls for: one result per player."""
+    if fact_type not in (SETTLED, VOIDED):
+        return []
+    return [_message(body, key) for body in result_bodies(data)]
+
+
+def decided_result_messages(
+    fact_type: str, data: Mapping[str, Any], key: str
+) -> list[OutboxMessage]:
+    """:func:`result_messages` of a closing fact the Round has just decided, each body
+    :class:`~contract.canonical.Encoded` with its canonical text (written once, by msgspec:
+    the Round's results hold integers and text, never a float)."""
+    if fact_type not in (SETTLED, VOIDED):
+        return []
+    return [_message(Encoded.plain(body), key) for body in result_bodies(data)]
+
+
+def _message(body: Mapping[str, Any], key: str) -> OutboxMessage:
+    # the wallets' routing key: <currency>.<player_id>
+    routing_key = f"{body['currency']}.{body['player_id']}"
+    return OutboxMessage(body["message_id"], SETTLEMENTS_EXCHANGE, routing_key, body, key)
+
+
+def outbox_rule(fact_type: str, data: str) -> list[Expected]:
+    """What a recorded fact (its type and stored JSON text) put in the outbox, exactly.
+
+    The relay publishes only messages this re-derives from a chained fact, and ``verify``
+    reports every outbox row that is not one of them, and every one of them that is missing:
+    every kind of message the settler puts in the outbox must be derivable here.
+    """
+    if fact_type not in (SETTLED, VOIDED):
+        return []
+    return [
+        Expected(m.message_id, m.exchange, m.routing_key, canonical_json(m.body))
+        for m in result_messages(fact_type, json.loads(data), "")
+    ]
