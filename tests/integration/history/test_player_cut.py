@@ -150,4 +150,4 @@ async def test_p1s_cut_is_the_same_whatever_the_others_did(ledger_urls: tuple[st
     assert verification["facts_sha256"] == facts_digest(
         [f.position for f in staff], [f.hash for f in staff]
     )
-    assert f"--anchor {settlement.position}:{settlement.hash}" in verification["how"]
+    assert f"this reference: {settlement.position}:{settlement.hash}." in verification["how"]
