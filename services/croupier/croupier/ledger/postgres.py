@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import json
 import re
 from collections.abc import Iterable, Sequence
@@ -120,8 +119,6 @@ SESSION_LIMITS: Final = {
 }
 #: The client gives up on a server that answers nothing (paused, partitioned) after this.
 COMMAND_TIMEOUT: Final = 20.0
-#: An append with more outbox messages than this is planned (hashed, encoded) in a thread.
-PLAN_INLINE: Final = 2000
 #: ``close`` waits this long for the pool to close gracefully, then closes its sockets.
 CLOSE_SECONDS: Final = 1.5
 
@@ -229,8 +226,7 @@ class PostgresLedger(Ledger):
         async with (await self.pool()).acquire() as conn, conn.transaction():
             await conn.execute("SELECT pg_advisory_xact_lock($1)", APPEND_LOCK)
             head = await _head(conn)
-            planning = functools.partial(
-                plan_append,
+            plan = plan_append(
                 appends,
                 outbox,
                 existing={row.key: row for row in await _rows_by_key(conn, keys)},
@@ -239,8 +235,6 @@ class PostgresLedger(Ledger):
                 existing_outbox=await _outbox_by_id(conn, ids),
                 recorded_at=datetime.now(UTC),
             )
-            # a large round's results are hashed and encoded off the event loop
-            plan = await asyncio.to_thread(planning) if len(outbox) > PLAN_INLINE else planning()
             signed: tuple[int, str, str, str, int] | tuple[None, ...] = (None,) * 5
             if plan.rows and self.trust.signing:
                 await self._check_head(conn, head, plan.rows[0].position, plan.rows[-1].position)

@@ -10,10 +10,6 @@ through exactly the code the service runs. A batch is one ledger transaction: ev
 it touches is appended under optimistic concurrency with its settlement results in the
 outbox, or nothing is. After a failed append the settler forgets what it cached and reads
 the rounds back from the ledger, so a retry decides the same way.
-
-A message that may settle a large round (``SETTLE_OFF_LOOP`` bets or more) is decided in a
-worker thread: the event loop goes on meanwhile (broker heartbeats, the relay publishing
-other tables' results), and the batch still waits for it, so facts keep their order.
 """
 
 from __future__ import annotations
@@ -27,7 +23,7 @@ from typing import Any, Final, NamedTuple
 
 from contract.canonical import canonical_json
 from contract.codes import RejectionCode
-from contract.feed import ContractError, EventType, FeedEvent, parse_event, too_large
+from contract.feed import ContractError, FeedEvent, parse_event, too_large
 from croupier.bus import KEPT_BYTES, Oversize, keep
 from croupier.ledger import Ledger, OutboxMessage, RecordedEvent, StreamAppend
 from croupier.logs import context_ids
@@ -41,8 +37,6 @@ from croupier.settlement.round import HELD, REJECTED, SETTLED, VOIDED, Round, St
 REJECTIONS_STREAM: Final = "rejections"
 ROUND_PREFIX: Final = "round:"
 _YIELD_EVERY: Final = 128  # messages decided between yields to the event loop
-#: A round with this many bets is settled in a worker thread (seconds of work for 100,000).
-SETTLE_OFF_LOOP: Final = 2000
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,14 +136,7 @@ class Settler:
                 unread = self.meters.unread(state, event)
                 if unread:
                     await self.meters.read(unread)
-                if len(state.bets) >= SETTLE_OFF_LOOP and (
-                    event.event_type == EventType.ROUND_COMPLETED or state.held
-                ):  # may settle a large round: heartbeats and the relay go on meanwhile
-                    work.report.handled += await asyncio.to_thread(
-                        self._decide, message, stream, state, event, work
-                    )
-                else:
-                    work.report.handled += self._decide(message, stream, state, event, work)
+                work.report.handled += self._decide(message, stream, state, event, work)
                 if index % _YIELD_EVERY == _YIELD_EVERY - 1:
                     await asyncio.sleep(0)  # let a commit in flight make progress
         except BaseException:
