@@ -380,6 +380,13 @@ _ANTE: Final = """(SELECT a.{column} FROM wagers a WHERE a.table_id = w.table_id
 # and the {..._transit} times quoted ledger timestamps, checked before formatting;
 # {kind_only} limits ANALYZE to one column where the database can; {per_wager} is
 # _PER_WAGER.
+#: The last steps of every check of a wallet row against the ledger: in the period, then
+#: the same currency and amount.
+_IN_PERIOD_AND_EQUAL: Final = """WHEN position <= {after} THEN 'earlier'
+                   WHEN position > {upto} THEN 'later'
+                   WHEN ledger_currency <> wallet_currency THEN 'currency_mismatch'
+                   WHEN ledger_amount <> wallet_amount THEN 'amount_mismatch'
+                   ELSE 'matched' END AS verdict"""
 _COMPARE: Final = (
     # A temporary table has no statistics until asked; the joins need its size, no more.
     "ANALYZE wallet_tx{kind_only}",
@@ -435,11 +442,9 @@ _COMPARE: Final = (
                    WHEN line IS NULL THEN 'missing_in_wallet'
                    WHEN position IS NULL THEN 'unknown_to_ledger'
                    WHEN n > 1 THEN 'duplicate_credit'
-                   WHEN position <= {after} THEN 'earlier'
-                   WHEN position > {upto} THEN 'later'
-                   WHEN ledger_currency <> wallet_currency THEN 'currency_mismatch'
-                   WHEN ledger_amount <> wallet_amount THEN 'amount_mismatch'
-                   ELSE 'matched' END AS verdict
+"""
+    + _IN_PERIOD_AND_EQUAL
+    + """
        FROM (
            SELECT c.line, c.transaction_id, c.n, c.occurred_at, c.bet_id,
                   COALESCE(c.kind, CASE r.status WHEN 'voided' THEN 'refund'
@@ -467,11 +472,9 @@ _COMPARE: Final = (
               CASE WHEN line IS NULL AND settled_at > {credit_transit} THEN 'in_transit'
                    WHEN line IS NULL THEN 'missing_in_wallet'
                    WHEN position IS NULL THEN 'unknown_to_ledger'
-                   WHEN position <= {after} THEN 'earlier'
-                   WHEN position > {upto} THEN 'later'
-                   WHEN ledger_currency <> wallet_currency THEN 'currency_mismatch'
-                   WHEN ledger_amount <> wallet_amount THEN 'amount_mismatch'
-                   ELSE 'matched' END AS verdict
+"""
+    + _IN_PERIOD_AND_EQUAL
+    + """
        FROM (
            SELECT c.line, c.transaction_id, c.occurred_at, c.message_id, c.bet_id,
                   COALESCE(r.table_id, c.table_id) AS table_id,
@@ -503,11 +506,9 @@ _COMPARE: Final = (
                    WHEN NOT known AND rejection IS NULL AND occurred_at > {debit_transit}
                         THEN 'in_transit'
                    WHEN NOT known THEN 'debit_without_wager'
-                   WHEN position <= {after} THEN 'earlier'
-                   WHEN position > {upto} THEN 'later'
-                   WHEN ledger_currency <> wallet_currency THEN 'currency_mismatch'
-                   WHEN ledger_amount <> wallet_amount THEN 'amount_mismatch'
-                   ELSE 'matched' END AS verdict
+"""
+    + _IN_PERIOD_AND_EQUAL
+    + """
        FROM (
            SELECT d.line, d.transaction_id, d.n,
                   COALESCE(d.table_id, w.table_id) AS table_id,
