@@ -1,8 +1,8 @@
 """Feed events for croupier tests: a round written event by event as valid feed JSON.
 
 ``RoundFeed`` numbers its events (seq 1, 2, 3, ...) and gives each a fresh UUID, so a test
-states only what happens at the table. ``line()`` is the JSON text of an event; ``event()``
-is the same text parsed with the contract's own ``parse_event``.
+states only what happens at the table. ``line()`` is the JSON text of an event; ``parsed()``
+is the same text read as the settler reads it (``contract.events.read_event``).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from contract.feed import FeedEvent, parse_event
+from contract.events import FeedEvent, read_event
 
 CH_CLASSIC = ("casino_holdem", "casino-holdem/classic")
 CH_ROYAL = ("casino_holdem", "casino-holdem/royal-20")
@@ -115,4 +115,4 @@ def line(event: dict[str, Any]) -> str:
 
 def parsed(event: dict[str, Any]) -> FeedEvent:
     """The event parsed by the contract, as the service receives it."""
-    return parse_event(line(event))
+    return read_event(line(event))

@@ -6,11 +6,11 @@ text. :class:`Encoded` carries a JSON object together with its canonical text, s
 that embeds the object in a larger value can splice the text in instead of encoding the
 object again.
 
-:meth:`Encoded.from_json` reads JSON text with msgspec and writes the canonical text with
-it (sorted keys, the same escapes): several times faster than the ``json`` module, and
-byte for byte ``canonical_json`` of the same value (held to it by property tests). Text
-holding a number with a fraction or an exponent, or a string msgspec cannot read or write
-(a lone surrogate), goes the ``json`` way instead: msgspec writes floats differently.
+:meth:`Encoded.plain` writes the canonical text with msgspec (sorted keys, the same
+escapes): several times faster than the ``json`` module, and byte for byte
+``canonical_json`` of the same value (held to it by property tests) for values without a
+float (msgspec writes floats differently); a string msgspec cannot write (a lone surrogate)
+goes the ``json`` way instead.
 """
 
 from __future__ import annotations
@@ -43,15 +43,6 @@ def canonical_json(value: Any) -> str:
     return "".join(_iterencode(value, 0))
 
 
-class _Float(Exception):
-    """A JSON number with a fraction or an exponent: not for the msgspec path."""
-
-
-def _refuse_float(text: str) -> Any:
-    raise _Float(text)
-
-
-_read_plain = msgspec.json.Decoder(dict[str, Any], float_hook=_refuse_float).decode
 _write_sorted = msgspec.json.Encoder(order="sorted").encode
 
 
@@ -83,15 +74,9 @@ class Encoded(dict[str, Any]):
         return encoded
 
     @classmethod
-    def from_json(cls, text: bytes) -> Self:
-        """The JSON object ``text`` holds (e.g. a model's ``model_dump_json``), with its
-        canonical text: ``Encoded(json.loads(text))``, at a fraction of the cost."""
-        try:
-            value = _read_plain(text)
-            canonical = _write_sorted(value).decode()
-        except (_Float, msgspec.DecodeError, UnicodeEncodeError):  # read and written the json way
-            return cls(json.loads(text))
+    def with_text(cls, value: dict[str, Any], text: str) -> Self:
+        """``value`` with ``text``, which its writer vouches is ``canonical_json(value)``."""
         encoded = cls.__new__(cls)
         dict.update(encoded, value)
-        encoded.text = canonical
+        encoded.text = text
         return encoded

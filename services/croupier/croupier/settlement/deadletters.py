@@ -39,7 +39,8 @@ from typing import Any, Final
 from pydantic_core import from_json
 
 from contract.codes import BROKER_REASONS, RejectionCode
-from contract.feed import MAX_BODY_BYTES, ContractError, parse_event
+from contract.events import read_event
+from contract.feed import MAX_BODY_BYTES, ContractError
 from croupier.bus import (
     CODE_HEADER,
     DEAD_LETTER_EXCHANGE,
@@ -213,7 +214,7 @@ def _rejected_bytes(
         return key.rpartition(":")[2] == hashlib.sha256(raw).hexdigest()
     if "fingerprint" in data and oversize is None:  # a rule rejection: the event's fingerprint
         try:
-            return bool(received(parse_event(raw)).digest == data["fingerprint"])
+            return bool(received(read_event(raw)).digest == data["fingerprint"])
         except ContractError:
             return False
     return False

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Final
 
-from contract.feed import BetPlaced, EventType, FeedEvent, RoundOpened
+from contract.events import BetPlaced, FeedEvent, RoundOpened
+from contract.feed import EventType
 from croupier.ledger import Ledger
 from croupier.settlement.facts import Fact, MeterMoved
 from croupier.settlement.facts import closing as closing_data

@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from contract.feed import FeedEvent, Place
+from contract.events import FeedEvent
+from contract.feed import Place
 from croupier.ledger import Ledger, RecordedEvent
 from croupier.settlement.facts import Fact
 from croupier.settlement.round import HELD, SETTLED, VOIDED, Round, Status, stream_name

@@ -40,23 +40,21 @@ from enum import StrEnum
 from typing import Any, Final, NamedTuple
 
 import holdem
+from contract import feed
 from contract.canonical import Encoded
 from contract.codes import RejectionCode
-from contract.feed import (
-    MAX_REASON_LENGTH,
-    MAX_SEQ,
-    SCHEMA_VERSION,
+from contract.events import (
     BetPlaced,
     CardsDealt,
     DecisionMade,
-    EventType,
     FeedEvent,
     RoundOpened,
     RoundVoided,
-    RoundVoidedPayload,
-    Target,
-    parse_event,
+    event_json,
+    from_model,
+    read_event,
 )
+from contract.feed import MAX_REASON_LENGTH, MAX_SEQ, SCHEMA_VERSION, EventType, Target
 from croupier.settlement.facts import DealCards, Fact, Movement, PayTableRef, Posting, ResultLine
 from holdem import PayTable, Spot, Stage
 from holdem.schedule import (
@@ -134,8 +132,7 @@ class Received(NamedTuple):
 
 def received(event: FeedEvent) -> Received:
     """The event with its JSON form and its fingerprint (a digest of its canonical text)."""
-    # The JSON form of model_dump(mode="json"), by way of the serializer's JSON text.
-    dump = Encoded.from_json(event.__pydantic_serializer__.to_json(event))
+    dump = event_json(event)
     return Received(event, dump, hashlib.sha256(dump.text.encode()).hexdigest()[:32])
 
 
@@ -279,7 +276,7 @@ class Round:
             f"voided by Croupier: still open after the round timeout of {seconds:g} s "
             f"({waiting_for})"
         )[:MAX_REASON_LENGTH]
-        event = RoundVoided(
+        model = feed.RoundVoided(
             event_id=str(uuid.uuid5(_TIMEOUT_NAMESPACE, self.stream)),
             event_type=EventType.ROUND_VOIDED,
             schema_version=SCHEMA_VERSION,
@@ -287,8 +284,10 @@ class Round:
             round_id=self.round_id,
             seq=min(self.next_seq, MAX_SEQ),
             occurred_at=datetime.fromtimestamp(now, UTC),
-            payload=RoundVoidedPayload(reason=reason),
+            payload=feed.RoundVoidedPayload(reason=reason),
         )
+        event = from_model(model)
+        assert type(event) is RoundVoided
         extra = {"code": RejectionCode.ROUND_TIMEOUT, "waiting_for": waiting_for}
         return self._record(self._void(event, received(event), extra), event)
 
@@ -567,7 +566,7 @@ class Round:
         if fact.type == REJECTED and "raw" in fact.data:
             self._take(fact.data["seq"], fact.key)
             return
-        self._apply(fact, parse_event(json.dumps(fact.data["event"])))
+        self._apply(fact, read_event(json.dumps(fact.data["event"])))
 
     def _apply(self, fact: Fact, event: FeedEvent) -> None:
         if fact.type == HELD:

@@ -23,7 +23,8 @@ from typing import Any, Final, NamedTuple
 
 from contract.canonical import canonical_json
 from contract.codes import RejectionCode
-from contract.feed import ContractError, FeedEvent, parse_event, too_large
+from contract.events import FeedEvent, read_event
+from contract.feed import ContractError, too_large
 from croupier.bus import KEPT_BYTES, Oversize, keep
 from croupier.ledger import Ledger, OutboxMessage, RecordedEvent, StreamAppend
 from croupier.logs import context_ids
@@ -435,7 +436,7 @@ def _parse(message: Inbound) -> FeedEvent | ContractError:
     if message.oversize is not None:
         return too_large(message.oversize.size)
     try:
-        return parse_event(message.body)
+        return read_event(message.body)
     except ContractError as error:
         return error
 
