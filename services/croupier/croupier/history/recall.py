@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Final
 
+from pydantic import TypeAdapter
+
 from croupier.history.models import (
     Box,
     Cards,
@@ -111,6 +113,18 @@ def player_cuts(round_: RoundRecall) -> Iterator[tuple[str, RoundRecall]]:
         yield player_id, cuts.cut(player_id)
 
 
+def player_documents(round_: RoundRecall) -> Iterator[tuple[str, RoundRecall, str]]:
+    """Each participant's cut (as :func:`player_cuts`) with its JSON text, which is the
+    cut's ``model_dump_json()`` byte for byte.
+
+    The entries of the timeline, most of them in every player's cut, are encoded once per
+    round and the text of each cut is put together from them.
+    """
+    cuts = _Cuts(round_)
+    for player_id in sorted(cuts.players):
+        yield player_id, *cuts.document(player_id)
+
+
 class _Cuts:
     """A round indexed by player: every wager, decision, result, total, box and fact of the
     timeline under the players who may see it."""
@@ -153,6 +167,8 @@ class _Cuts:
                 if _visible(entry, player_id, mine.bets, mine.boxes):
                     mine.timeline.append(index)
         self.stripped: dict[int, Timeline] = {}
+        self.encoded: dict[int, str] = {}
+        self.verified: str | None = None
         self.cards: dict[frozenset[str], Cards] = {}
         self.verification = _for_player(round_.verification)
 
@@ -179,10 +195,15 @@ class _Cuts:
             self.cards[key] = cards
         return cards
 
+    def _encoded(self, index: int) -> str:
+        text = self.encoded.get(index)
+        if text is None:
+            text = self.encoded[index] = self._entry(index).model_dump_json()
+        return text
+
     def cut(self, player_id: str) -> RoundRecall:
         mine = self.players[player_id]
-        round_ = self.round
-        return round_.model_copy(
+        return self.round.model_copy(
             update={
                 "wagers": mine.wagers,
                 "decisions": mine.decisions,
@@ -195,6 +216,20 @@ class _Cuts:
                 "verification": self.verification,
             }
         )
+
+    def document(self, player_id: str) -> tuple[RoundRecall, str]:
+        """The cut and its JSON: the cut without its last two fields, ``timeline`` and
+        ``verification``, encoded as a whole, then those two from texts made once per round.
+        """
+        cut = self.cut(player_id)
+        rest = cut.model_dump_json(exclude=_SPLICED)
+        if not rest.endswith("}"):
+            raise AssertionError("a recall's JSON is an object")
+        if self.verified is None:
+            self.verified = _VERIFICATION.dump_json(self.verification).decode()
+        indices = sorted(self.public + self.players[player_id].timeline)
+        timeline = ",".join(map(self._encoded, indices))
+        return cut, f'{rest[:-1]},"timeline":[{timeline}],"verification":{self.verified}}}'
 
 
 class _Mine:
@@ -219,6 +254,11 @@ class _Mine:
         if wager.spot == "ante":
             self.antes.add(wager.bet_id)
 
+
+#: The fields of a player's document put together from texts made once per round: the last
+#: two of a recall, in this order.
+_SPLICED: Final[set[str]] = {"timeline", "verification"}
+_VERIFICATION: Final = TypeAdapter(Verification | None)
 
 #: What a player's timeline entries leave out: where each fact sits and when it was recorded.
 _UNCOUNTED: Final[dict[str, Any]] = dict.fromkeys(

@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from croupier.history.models import PlayerRound, Result, RoundRecall
-from croupier.history.recall import paytable_of, player_cuts, recall
+from croupier.history.recall import paytable_of, player_documents, recall
 from croupier.ledger import Ledger, RecordedEvent
 from croupier.projection import Changes, Column, Projection, Table
 from croupier.settlement.round import ACCEPTED, SETTLED, VOIDED
@@ -195,9 +195,8 @@ def _closed(event: RecordedEvent, facts: list[RecordedEvent], changes: Changes) 
     whole = recall(common["table_id"], common["round_id"], facts)
     assert whole is not None and whole.closed_position == event.position, "folded to its close"
     seen: dict[str, RoundRecall] = {}
-    for player_id, shown in player_cuts(whole):
+    for player_id, shown, document in player_documents(whole):
         seen[player_id] = shown
-        document = shown.model_dump_json()
         changes.insert(RECALLS.name, {**_key(common), "player_id": player_id, "document": document})
     owners: dict[tuple[str, str], list[Result]] = {}
     for result in whole.results:  # the settlement's results, each with why it paid
