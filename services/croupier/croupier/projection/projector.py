@@ -5,8 +5,8 @@ the events after its own checkpoint, and all of their rows and checkpoints are c
 in one transaction (see :mod:`croupier.projection` for the guarantees). A projection whose
 rows for the page are more than one commit may hold goes fact by fact, and a fact too large
 for one commit goes in pieces, so no round size stops a projection. While a page is folded,
-the next one is read and the last one's commit runs: the database's work and the fold
-overlap, and commits still go one after another, in order.
+the next one is read and the last one's commit runs: the fold runs in a worker thread, so
+the database's work and the fold overlap, and commits still go one after another, in order.
 """
 
 from __future__ import annotations
@@ -159,7 +159,7 @@ class Projector:
                 oversized.append((projection, mine[:1]))
                 continue
             await projection.gather(mine, self.ledger)
-            changes = changes_of(projection, mine)
+            changes = await _fold(projection, mine)
             if changes.size > self.rows_per_commit:
                 oversized.append((projection, mine))
             else:
@@ -255,6 +255,20 @@ def changes_of(projection: Projection, events: Sequence[RecordedEvent]) -> Chang
         if collecting:
             gc.enable()
     return changes
+
+
+async def _fold(projection: Projection, events: Sequence[RecordedEvent]) -> Changes:
+    """:func:`changes_of` in a worker thread, so that the event loop meanwhile sends the last
+    page's commit and reads the next page: their round trips and the database's work on
+    them overlap the fold instead of waiting for it. A fold cancelled midway is still
+    waited for, so that no two folds of one projection ever run at once."""
+    task = asyncio.ensure_future(asyncio.to_thread(changes_of, projection, events))
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            await task
+        raise
 
 
 class _Ahead:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from functools import lru_cache
 from typing import Any, Final
 
 from contract.feed import WAGER_ACTIONS
@@ -309,5 +310,7 @@ def _hold(data: Mapping[str, Any], voided: bool) -> list[dict[str, Any]]:
     return rows
 
 
+@lru_cache(maxsize=1024)
 def _time(moment: datetime) -> str:
+    # Every fact of an append batch shares its recording time: one text for all of them.
     return format_timestamp(moment)
