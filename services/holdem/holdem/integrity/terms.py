@@ -258,7 +258,7 @@ class Calculator:
         # Calls on several boxes: their expectation and variance given every card seen.
         others = [hole for box, hole in deal.boxes.items() if box not in round_.boxes]
         holes = [hole for hole, _, _, _ in calls] + others
-        weights = [float(callers) for _, callers, _, _ in calls] + [0.0] * len(others)
+        weights = [callers for _, callers, _, _ in calls] + [0] * len(others)
         mean, variance = ch_calls(self.multipliers, deal.board[:3], holes, weights)
         alone = sum(callers * ev for _, callers, ev, _ in calls)
         alone_variance = sum(callers * callers * v for _, callers, _, v in calls)

@@ -44,7 +44,7 @@ def _by_enumeration(
 def test_two_boxes_together_are_the_plain_enumeration() -> None:
     flop = parse_cards("Qh7c2s")
     holes = [tuple(parse_cards("AsKd")), tuple(parse_cards("9c9d")), tuple(parse_cards("3h4h"))]
-    weights = [100.0, 300.0, 0.0]  # the third box folded: its cards are seen all the same
+    weights = [100, 300, 0]  # the third box folded: its cards are seen all the same
     got = ch_calls(ante_multipliers(CLASSIC), flop, holes, weights)  # type: ignore[arg-type]
     want = _by_enumeration(flop, holes, weights)  # type: ignore[arg-type]
     assert got == pytest.approx(want, rel=1e-12)
@@ -67,7 +67,7 @@ def test_a_multi_box_round_takes_its_calls_together() -> None:
         ante_multipliers(CLASSIC),
         deal.board[:3],
         [deal.boxes["1"], deal.boxes["2"]],
-        [100.0, 300.0],
+        [100, 300],
     )
     assert terms.play_expected == pytest.approx(3 * 400 + mean, rel=1e-12)
     assert terms.play_variance == pytest.approx(variance, rel=1e-12)
