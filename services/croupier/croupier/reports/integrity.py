@@ -11,21 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from functools import cache, lru_cache
 from typing import Any, Final
 
-from holdem import (
-    Action,
-    BetResult,
-    Deal,
-    Decision,
-    Outcome,
-    PayTable,
-    Spot,
-    load_paytable,
-)
+from holdem import Action, BetResult, Deal, Game, Outcome, PayTable, Spot, Stage, load_paytable
 from holdem.cards import parse_cards
-from holdem.integrity.terms import RoundInput, Terms, calculator, prepare
-from holdem.schedule import DecisionStage, schedule
+from holdem.integrity.terms import MAIN_SPOTS, Group, RoundInput, Terms, calculator, grouped
+from holdem.schedule import schedule
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,63 +59,76 @@ def settled_terms(data: Mapping[str, Any]) -> Iterator[RoundTerms]:
 
 
 def prepare_settled(data: Mapping[str, Any]) -> Iterator[PreparedRound]:
-    """A ``round.settled`` fact's bets per currency, grouped by box and decisions."""
+    """A ``round.settled`` fact's bets per currency, grouped by box and decisions.
+
+    One pass over its result lines, straight into each player's group on a box: only side
+    bets are kept as results, and the decisions are read off the play wagers and folds.
+    """
     if "deal" not in data:
         raise NoCards("this settlement was recorded without its cards")
     table = load_paytable(data["paytable"]["id"], data["paytable"]["version"])
     deal = _deal(data["deal"])
-    by_currency: dict[str, list[BetResult]] = {}
+    points = _points(table.game)
+    wagers = {wager for _, wager, _ in points}
+    players: dict[tuple[str, str, str], Group] = {}
+    played: dict[tuple[str, str, str], set[Spot]] = {}
+    spots, outcomes = _SPOTS, _OUTCOMES
     for line in data["results"]:
-        by_currency.setdefault(line["currency"], []).append(_result(line))
+        key = (line["currency"], line["player_id"], line["box"])
+        group = players.get(key)
+        if group is None:
+            group = players[key] = Group()
+        spot = spots.get(line["spot"]) or Spot(line["spot"])  # unknown: the enum's error
+        outcome = outcomes.get(line["outcome"]) or Outcome(line["outcome"])
+        stake, returned = line["stake"], line["returned"]
+        group.staked += stake
+        group.returned += returned
+        if spot is Spot.ANTE:
+            group.ante, group.ante_bet_id = stake, line["bet_id"]
+        elif spot in wagers:
+            played.setdefault(key, set()).add(spot)
+        elif spot not in MAIN_SPOTS:
+            bet = BetResult(
+                line["bet_id"], key[1], key[2], spot, stake, returned, outcome, line.get("line")
+            )
+            group.side.setdefault(spot, []).append(bet)
     folds = data.get("folds", {})
-    for currency, results in sorted(by_currency.items()):
-        decisions = list(_decisions(results, folds, schedule(table.game)))
-        yield PreparedRound(table, currency, prepare(deal, results, decisions))
-
-
-def _deal(raw: Mapping[str, Any]) -> Deal:
-    boxes = {}
-    for box, text in raw["boxes"].items():
-        a, b = parse_cards(text)
-        boxes[box] = (a, b)
-    d1, d2 = parse_cards(raw["dealer"])
-    return Deal(boxes, (d1, d2), tuple(parse_cards(raw["board"])))
+    by_currency: dict[str, list[tuple[str, Group]]] = {}
+    for key, group in players.items():
+        if group.ante_bet_id:
+            _decide(group, played.get(key, set()), folds.get(group.ante_bet_id), points)
+        by_currency.setdefault(key[0], []).append((key[2], group))
+    for currency, groups in sorted(by_currency.items()):
+        yield PreparedRound(table, currency, grouped(deal, groups))
 
 
 _SPOTS: Final = {str(spot.value): spot for spot in Spot}
 _OUTCOMES: Final = {str(outcome.value): outcome for outcome in Outcome}
+Point = tuple[Stage, Spot, Action]
 
 
-def _result(line: Mapping[str, Any]) -> BetResult:
-    spot, outcome = line["spot"], line["outcome"]
-    return BetResult(
-        line["bet_id"],
-        line["player_id"],
-        line["box"],
-        _SPOTS.get(spot) or Spot(spot),  # an unknown value: the enum's own error
-        line["stake"],
-        line["returned"],
-        _OUTCOMES.get(outcome) or Outcome(outcome),
-        line.get("line"),
-    )
+@cache
+def _points(game: Game) -> tuple[Point, ...]:
+    """The game's decision stages: the stage, its play wager and the action that adds it."""
+    return tuple((p.stage, p.wager, p.wager_action) for p in schedule(game))
 
 
-def _decisions(
-    results: list[BetResult],
-    folds: Mapping[str, str],
-    stages: tuple[DecisionStage, ...],
-) -> Iterator[Decision]:
-    """The decisions that matter: calls and bets (from the play wagers) and folds."""
-    spots: dict[tuple[str, str], set[Spot]] = {}
-    antes: dict[tuple[str, str], str] = {}
-    for r in results:
-        spots.setdefault((r.player, r.box), set()).add(r.spot)
-        if r.spot is Spot.ANTE:
-            antes[(r.player, r.box)] = r.bet_id
-    for key, ante in antes.items():
-        for point in stages:
-            if point.wager in spots[key]:
-                yield Decision(ante, point.stage, point.wager_action)
-            elif folds.get(ante) == point.stage:
-                yield Decision(ante, point.stage, Action.FOLD)
-                break
+def _decide(group: Group, played: set[Spot], fold: str | None, points: tuple[Point, ...]) -> None:
+    """The decisions that matter: calls and bets (from the play wagers) and the fold."""
+    for stage, wager, action in points:
+        if wager in played:
+            group.actions[stage] = action
+        elif fold == stage:
+            group.actions[stage] = Action.FOLD
+            break
+
+
+def _deal(raw: Mapping[str, Any]) -> Deal:
+    boxes = {box: _two(text) for box, text in raw["boxes"].items()}
+    return Deal(boxes, _two(raw["dealer"]), tuple(parse_cards(raw["board"])))
+
+
+@lru_cache(maxsize=4096)
+def _two(text: str) -> tuple[int, int]:
+    a, b = parse_cards(text)
+    return a, b

@@ -85,7 +85,8 @@ from holdem.odds.situation import (
 from holdem.paytable import Game, PayTable, Spot, load_paytable
 
 _THP_FLOP: Final = THP_TURNS * THP_TURN_COMPLETIONS
-_MAIN: Final = frozenset({Spot.ANTE, Spot.CALL, Spot.FLOP_BET, Spot.TURN_BET})
+#: The main game's spots: the ante and the play wagers (every other spot is a side bet).
+MAIN_SPOTS: Final = frozenset({Spot.ANTE, Spot.CALL, Spot.FLOP_BET, Spot.TURN_BET})
 _STAGES: Final = tuple(Stage)
 
 
@@ -156,24 +157,32 @@ class RoundInput:
 
 def prepare(deal: Deal, results: Sequence[BetResult], decisions: Sequence[Decision]) -> RoundInput:
     """A settled round's bets (one currency's) grouped by box and decisions."""
+    actions: dict[str, dict[Stage, Action]] = {}
+    for d in decisions:
+        actions.setdefault(d.ante_bet_id, {})[d.stage] = d.action
     by_key: dict[tuple[str, str], Group] = {}
     for r in results:
-        p = by_key.setdefault((r.player, r.box), Group())
+        p = by_key.get((r.player, r.box))
+        if p is None:
+            p = by_key[(r.player, r.box)] = Group()
         p.staked += r.stake
         p.returned += r.returned
         if r.spot is Spot.ANTE:
             p.ante, p.ante_bet_id = r.stake, r.bet_id
-        elif r.spot not in _MAIN:
+        elif r.spot not in MAIN_SPOTS:
             p.side.setdefault(r.spot, []).append(r)
-    actions: dict[str, dict[Stage, Action]] = {}
-    for d in decisions:
-        actions.setdefault(d.ante_bet_id, {})[d.stage] = d.action
+    for p in by_key.values():
+        p.actions.update(actions.get(p.ante_bet_id, {}))
+    return grouped(deal, ((box, p) for (_, box), p in by_key.items()))
+
+
+def grouped(deal: Deal, players: Iterable[tuple[str, Group]]) -> RoundInput:
+    """A round's input from each player's group on a box (its ante, bets and actions):
+    groups on one box that took the same actions merged, each side spot's bets summed."""
     merged: dict[tuple[str, tuple[Action | None, ...]], Group] = {}
-    for (_, box), p in by_key.items():
+    for box, p in players:
         assert p.ante_bet_id, "every bet on a box hangs on an ante"
-        taken = actions.get(p.ante_bet_id, {})
-        p.actions.update(taken)
-        path = tuple(taken.get(stage) for stage in _STAGES)
+        path = tuple(map(p.actions.get, _STAGES))
         into = merged.get((box, path))
         if into is None:
             merged[(box, path)] = p
