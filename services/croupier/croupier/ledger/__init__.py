@@ -424,7 +424,8 @@ class Ledger(ABC):
         A message counts as published when it has a marker (with a key: a marker whose
         mark this key signed and which lists it). With ``per_event``, events take turns:
         at most that many messages of one event, the oldest of it, then the listing goes
-        on with the next event's, so a large settlement does not hold back later ones.
+        on with the next event's, so a large settlement does not hold back later ones;
+        when no later event has a message waiting, the event goes on past its turn.
         """
         pending: list[tuple[PendingMessage, int]] = []
         floor = self._floor
@@ -460,8 +461,12 @@ class Ledger(ABC):
                     if len(pending) == limit:
                         break
                     if per_event is not None and taken[position] >= per_event:
+                        later = await self._outbox_past(position, limit)
+                        if await self._none_pending(later, limit):
+                            per_event = None  # no other event waits: this one goes on
+                            continue
                         prefix = len(pending) if prefix is None else prefix
-                        seek = await self._outbox_past(position, limit)  # the next event's turn
+                        seek = later  # the next event's turn
                         break
             else:
                 seek = await self._outbox_after(rows[-1].seq, limit)
@@ -470,6 +475,20 @@ class Ledger(ABC):
             rows = seek
         floor.listed([(m.message_id, seq) for m, seq in pending[:prefix]])
         return [m for m, _ in pending]
+
+    async def _none_pending(self, rows: Sequence[OutboxRow], limit: int) -> bool:
+        """Whether ``rows``, every outbox row past an event (fewer than ``limit``: all of
+        them), hold no message waiting its turn."""
+        if len(rows) >= limit:
+            return False
+        await self._check_marks(rows)
+        floor, trust = self._floor, self.trust
+        return all(
+            row.message_id in floor.aside
+            or trust.published(row.message_id, row.marks, row.position)
+            or (row.aside and trust.keyring is None)
+            for row in rows
+        )
 
     async def _check_marks(self, rows: Sequence[OutboxRow]) -> None:
         """Check the marks of these rows' markers not checked yet (with a key)."""
