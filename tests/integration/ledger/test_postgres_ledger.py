@@ -13,9 +13,11 @@ import asyncpg
 import pytest
 from ledger_suite import LedgerSuite, append, message, read_everything
 
-from croupier.ledger import Ledger, LedgerUnavailable, open_ledger
+from contract.canonical import Encoded
+from croupier.ledger import Ledger, LedgerUnavailable, OutboxMessage, StreamAppend, open_ledger
 from croupier.ledger.batch import Plan
 from croupier.ledger.postgres import APPEND_LOCK, PostgresLedger
+from croupier.settlement.facts import Fact
 
 if TYPE_CHECKING:
     from croupier.ledger.postgres import Conn
@@ -193,3 +195,35 @@ async def test_reader_sees_every_position_once_under_concurrent_appends(
     assert seen == list(range(1, 16 * 5 * 4 + 1))
     await writer.close()
     await reader_ledger.close()
+
+
+async def test_a_round_of_150000_bets_is_appended_within_the_session_limits(
+    postgres_database: str,
+) -> None:
+    """A shared hand of 75,000 players, two bets each: one settlement fact and 75,000
+    results in one append, under the service's ``statement_timeout`` and
+    ``idle_in_transaction_session_timeout``, all of it committed in order."""
+    players = 75_000
+    lines = [
+        {"bet_id": f"b{n}-{spot}", "player_id": f"p{n}", "spot": spot, "stake": 100}
+        for n in range(players)
+        for spot in ("ante", "call")
+    ]
+    settled = Fact("round.settled", Encoded.plain({"results": lines}), "r1:settled")
+    outbox = [
+        OutboxMessage(
+            f"m{n}",
+            "croupier.settlements",
+            f"EUR.p{n}",
+            Encoded.plain({"player_id": f"p{n}", "bets": lines[2 * n : 2 * n + 2]}),
+            settled.key,
+        )
+        for n in range(players)
+    ]
+    async with open_ledger(postgres_database) as ledger:
+        await ledger.migrate()
+        [recorded] = await ledger.append([StreamAppend("round:t:r1", 0, [settled])], outbox)
+        pending = await ledger.pending_outbox(2 * players)
+    assert [m.message_id for m in pending] == [m.message_id for m in outbox]
+    assert {m.position for m in pending} == {recorded.position}
+    assert pending[-1].body == outbox[-1].body

@@ -48,6 +48,7 @@ from croupier.ledger import (
     unavailable_on,
 )
 from croupier.ledger.batch import (
+    OutboxInsert,
     Plan,
     batch_keys,
     batch_streams,
@@ -94,8 +95,9 @@ _INSERT_BATCH = f"""
             WITH ORDINALITY AS r(stream, version, type, data, key, prev, hash, ord)
     ), reported AS (
         INSERT INTO outbox (message_id, position, exchange, routing_key, body, event_hash)
-        SELECT * FROM unnest($10::text[], $11::bigint[], $12::text[], $13::text[], $14::json[],
-                             $15::text[])
+        SELECT m, p, e, r, b::json, h
+        FROM unnest($10::text[], $11::bigint[], $12::text[], $13::text[], $14::text[],
+                    $15::text[]) AS o(m, p, e, r, b, h)
     ), signed AS (
         INSERT INTO ledger_heads (position, hash, key_id, signature, published)
         SELECT $16::bigint, $17::text, $18::text, $19::text, $20::bigint
@@ -103,6 +105,17 @@ _INSERT_BATCH = f"""
     )
     SELECT 1
 """
+#: The outbox rows of a batch past its first ``OUTBOX_CHUNK``, a statement per chunk.
+_INSERT_OUTBOX = """
+    INSERT INTO outbox (message_id, position, exchange, routing_key, body, event_hash)
+    SELECT m, p, e, r, b::json, h
+    FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[])
+        AS o(m, p, e, r, b, h)
+"""
+#: Outbox rows per insert statement: a round of 100,000 players writes 50,000 at a time,
+#: so no statement nears ``statement_timeout`` and the client is never idle in the
+#: transaction for long while it encodes the next one.
+OUTBOX_CHUNK: Final = 10_000
 _HEAD_COLUMNS = "id, position, hash, key_id, signature, published"
 _OUTBOX_COLUMNS = (
     "o.seq, o.message_id, o.exchange, o.routing_key, o.body::text, o.position, o.event_hash, "
@@ -245,9 +258,14 @@ class PostgresLedger(Ledger):
 
     async def _write(self, conn: Conn, plan: Plan, head: Sequence[Any]) -> None:
         """Insert the planned rows and the signed head (inside the append transaction, lock
-        held), in one statement."""
+        held): the events, the head and the first ``OUTBOX_CHUNK`` outbox rows in one
+        statement, the rest of the outbox a chunk per statement, in order."""
         if plan.rows or plan.outbox:
-            await conn.execute(_INSERT_BATCH, *_columns(plan), *head)
+            first = plan.outbox[:OUTBOX_CHUNK]
+            await conn.execute(_INSERT_BATCH, *_columns(plan.rows, first), *head)
+        for start in range(OUTBOX_CHUNK, len(plan.outbox), OUTBOX_CHUNK):
+            chunk = plan.outbox[start : start + OUTBOX_CHUNK]
+            await conn.execute(_INSERT_OUTBOX, *_outbox_columns(chunk))
 
     async def _check_head(self, conn: Conn, head: tuple[int, str], first: int, last: int) -> None:
         """Refuse to append after rows no key of the keyring signed, after a handover to
@@ -680,11 +698,17 @@ async def ensure_service_role(url: str, role: str, password: str | None = None) 
         await conn.close()
 
 
-def _columns(plan: Plan) -> tuple[Any, ...]:
-    """The arrays ``_INSERT_BATCH`` takes for the plan's events and outbox rows ($1-$15)."""
-    rows: Sequence[Sequence[Any]] = list(zip(*plan.rows, strict=True)) or [()] * 9
+def _columns(events: Sequence[ChainRow], outbox: Sequence[OutboxInsert]) -> tuple[Any, ...]:
+    """The arrays ``_INSERT_BATCH`` takes for events and outbox rows ($1-$15)."""
+    rows: Sequence[Sequence[Any]] = list(zip(*events, strict=True)) or [()] * 9
     _, streams, versions, types, data, keys, stamps, prev_hashes, hashes = rows
-    outbox: Sequence[Sequence[Any]] = list(zip(*plan.outbox, strict=True)) or [()] * 6
-    first = plan.rows[0].position if plan.rows else None
+    first = events[0].position if events else None
     stamp = datetime.fromisoformat(stamps[0]) if stamps else None  # one timestamp per batch
-    return (first, streams, versions, types, data, keys, stamp, prev_hashes, hashes, *outbox)
+    columns = (first, streams, versions, types, data, keys, stamp, prev_hashes, hashes)
+    return (*columns, *_outbox_columns(outbox))
+
+
+def _outbox_columns(outbox: Sequence[OutboxInsert]) -> tuple[Sequence[Any], ...]:
+    """The six arrays of outbox rows: message ids, positions, exchanges, routing keys,
+    bodies (JSON text) and event hashes."""
+    return tuple(zip(*outbox, strict=True)) or ((),) * 6
