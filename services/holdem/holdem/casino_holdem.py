@@ -77,6 +77,9 @@ def settle(
     all_wagers = [*wagers, *play_wagers(decisions, antes)]
     jackpot_winners: list[tuple[Wager, str]] = []
     results: dict[str, BetResult] = {}
+    # A bet's outcome depends on its box, spot and stake only: on a shared hand, where
+    # thousands of players bet on one box, each is judged once.
+    judged: dict[tuple[str, Spot, int], tuple[int, Outcome, str | None]] = {}
     for wager in all_wagers:
         ante = antes.get(wager.bet_id) or ante_of.get((wager.player, wager.box))
         if ante is None or wager.box not in hands:
@@ -85,8 +88,16 @@ def settle(
             results[wager.bet_id] = result(wager, 0, Outcome.FOLD)
         elif wager.spot is Spot.JACKPOT and _meter_line(table, fives[wager.box]):
             jackpot_winners.append((wager, _meter_line(table, fives[wager.box]) or ""))
+        elif (verdict := judged.get((wager.box, wager.spot, wager.amount))) is not None:
+            results[wager.bet_id] = result(wager, *verdict)
         else:
-            results[wager.bet_id] = _settle_bet(table, wager, hands[wager.box], dealer, fives)
+            settled = _settle_bet(table, wager, hands[wager.box], dealer, fives)
+            judged[wager.box, wager.spot, wager.amount] = (
+                settled.returned,
+                settled.outcome,
+                settled.line,
+            )
+            results[wager.bet_id] = settled
     movement, awards = _jackpot(table, all_wagers, jackpot_winners, meter)
     results.update(awards)
     described = {"dealer": dealer.description} | {b: h.description for b, h in hands.items()}
