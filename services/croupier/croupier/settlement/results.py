@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
 from contract.canonical import Encoded, canonical_json
@@ -95,9 +95,20 @@ def decided_result_messages(
     """:func:`result_messages` of a closing fact the Round has just decided, each body
     :class:`~contract.canonical.Encoded` with its canonical text (written once, by msgspec:
     the Round's results hold integers and text, never a float)."""
+    return [m for chunk in decided_result_chunks(fact_type, data, key, 1 << 62) for m in chunk]
+
+
+def decided_result_chunks(
+    fact_type: str, data: Mapping[str, Any], key: str, size: int
+) -> Iterator[list[OutboxMessage]]:
+    """:func:`decided_result_messages` ``size`` at a time, so a caller can let other work
+    run between the chunks of a large round. The bodies are built once, before the first
+    chunk; each chunk is encoded as it is taken."""
     if fact_type not in (SETTLED, VOIDED):
-        return []
-    return [_message(Encoded.plain(body), key) for body in result_bodies(data)]
+        return
+    bodies = result_bodies(data)
+    for start in range(0, len(bodies), size):
+        yield [_message(Encoded.plain(body), key) for body in bodies[start : start + size]]
 
 
 def _message(body: Mapping[str, Any], key: str) -> OutboxMessage:

@@ -32,12 +32,15 @@ from croupier.settlement.deadletters import dead_letter
 from croupier.settlement.facts import Delivery, Fact, event_fact
 from croupier.settlement.meters import Meters
 from croupier.settlement.repository import RoundRepository
-from croupier.settlement.results import ResultBody, decided_result_messages
+from croupier.settlement.results import ResultBody, decided_result_chunks
 from croupier.settlement.round import HELD, REJECTED, SETTLED, VOIDED, Round, Status, stream_name
 
 REJECTIONS_STREAM: Final = "rejections"
 ROUND_PREFIX: Final = "round:"
 _YIELD_EVERY: Final = 128  # messages decided between yields to the event loop
+#: Results encoded between yields to the event loop: a round of 100,000 players takes
+#: seconds to encode, longer than the broker's heartbeat and other tables may wait.
+_RESULTS_EVERY: Final = 2_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +143,7 @@ class Settler:
                 work.report.handled += self._decide(message, stream, state, event, work)
                 if index % _YIELD_EVERY == _YIELD_EVERY - 1:
                     await asyncio.sleep(0)  # let a commit in flight make progress
+            await self._encode_results(work)
         except BaseException:
             self.forget()
             raise
@@ -187,13 +191,14 @@ class Settler:
             for fact in facts:
                 if fact.type == VOIDED:
                     work.add(stream, fact)
-                    self._record_results(fact, work)
+                    work.closings.append(fact)
                     continue
                 if self.dead_letters:
                     fact = self._dead_letter_rejected(fact, None, work)
                 work.add(stream, fact)
                 work.report.handled.append(_handled_fact(fact))
         try:
+            await self._encode_results(work)
             await self._commit(work)
         except BaseException:
             self.forget()
@@ -360,14 +365,22 @@ class Settler:
             if fact.type in (SETTLED, VOIDED):
                 for key, moved in self.meters.movements(fact, work.meters, work.versions):
                     work.add(key, moved)
-                self._record_results(fact, work)
+                work.closings.append(fact)
         ref = message.ref if message is not None else 0
         return [_handled_fact(fact, ref if i == 0 else 0) for i, fact in enumerate(facts)]
 
-    def _record_results(self, fact: Fact, work: Decided) -> None:
-        messages = decided_result_messages(fact.type, fact.data, fact.key)
-        work.results[fact.key] = [m.body for m in messages]
-        work.outbox += messages
+    async def _encode_results(self, work: Decided) -> None:
+        """Put the wallet results of the batch's closing facts in its outbox, in order,
+        letting the event loop run between chunks (heartbeats, other tables' relaying)."""
+        for fact in work.closings:
+            bodies: list[Mapping[str, Any]] = []
+            for chunk in decided_result_chunks(fact.type, fact.data, fact.key, _RESULTS_EVERY):
+                work.outbox += chunk
+                bodies += [m.body for m in chunk]
+                if len(chunk) == _RESULTS_EVERY:
+                    await asyncio.sleep(0)
+            work.results[fact.key] = bodies
+        work.closings.clear()
 
     # -- committing ------------------------------------------------------------------------
 
@@ -408,6 +421,8 @@ class Decided:
     appends: dict[str, list[Fact]] = field(default_factory=dict)
     expected: dict[str, int | None] = field(default_factory=dict)
     outbox: list[OutboxMessage] = field(default_factory=list)
+    #: Closing facts whose wallet results are not in ``outbox`` yet.
+    closings: list[Fact] = field(default_factory=list)
     #: Dead letters by outbox id (the same delivery twice in a batch: one letter).
     letters: dict[str, OutboxMessage] = field(default_factory=dict)
     results: dict[str, list[Mapping[str, Any]]] = field(default_factory=dict)
