@@ -142,9 +142,15 @@ async def test_a_partitioned_active_instance_is_replaced_and_frees_the_ledger_in
                     cut, tries = await _cut_while_holding_the_lock(
                         watcher, [to_database, to_broker]
                     )
-                    await eventually(
-                        lambda: _not_held_by(watcher, to_database), 60, "the lock is freed", 0.05
-                    )
+                    try:
+                        await eventually(
+                            lambda: _not_held_by(watcher, to_database),
+                            60,
+                            "the lock is freed",
+                            0.05,
+                        )
+                    except AssertionError as failed:
+                        raise AssertionError(f"{failed}; {await _holder(watcher)}") from None
                     lock_held = time.monotonic() - cut
                     await eventually(lambda: _moves(standby), 60, "the standby consumes", 0.1)
                     consuming = time.monotonic() - cut
@@ -181,6 +187,16 @@ async def test_a_partitioned_active_instance_is_replaced_and_frees_the_ledger_in
     assert_postings_balance(events)
     assert {k: r.bets() for k, r in wallet.unique.items()} == expected
     assert wallet_paid(wallet) == ledger_returned(events)
+
+
+async def _holder(watcher: asyncpg.Connection) -> str:
+    """What the session holding the append lock is doing, for a failure's message."""
+    rows = await watcher.fetch(
+        "SELECT a.pid, a.state, a.wait_event_type, a.wait_event, now() - a.xact_start AS xact, "
+        "now() - a.state_change AS since, left(a.query, 200) AS query FROM pg_locks l "
+        "JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted"
+    )
+    return "; ".join(str(dict(row)) for row in rows) or "no holder"
 
 
 async def _not_held_by(watcher: asyncpg.Connection, proxy: TcpProxy) -> bool:

@@ -416,6 +416,12 @@ class Ledger(ABC):
         Raises ``LedgerUnavailable`` when the lock is not granted within the lock timeout
         (another process holds it) or the database cannot be reached."""
 
+    async def end_silent_holders(self) -> int:
+        """End another session that holds the append lock although its client fell silent
+        in the middle of an exchange, where no server limit would; how many were ended.
+        Only a database server has such sessions: the default ends none."""
+        return 0
+
     async def pending_outbox(
         self, limit: int = 100, per_event: int | None = None
     ) -> list[PendingMessage]:

@@ -20,7 +20,9 @@ Why a hung instance cannot hold the ledger
 Every session runs with :data:`SESSION_LIMITS`: a transaction whose client stopped talking
 (SIGSTOP, a partition) is ended by the server after ``idle_in_transaction_session_timeout``,
 a statement after ``statement_timeout``, and a wait for the append lock gives up after
-``lock_timeout`` (the caller retries). So the append lock is free again within seconds of
+``lock_timeout`` (the caller retries). A holder whose client went silent in the middle of an
+exchange, which neither server limit covers, is ended by the next instance whose wait for
+the lock ran out (migration ``0007``). So the append lock is free again within seconds of
 an instance hanging. Each limit can be set in the URL's query, e.g.
 ``postgresql://host/db?lock_timeout=2s``; migrations run without limits.
 """
@@ -31,17 +33,19 @@ import asyncio
 import contextlib
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 import asyncpg
+import structlog
 
 from contract.canonical import canonical_json
 from croupier.ledger import (
     HeadNotSigned,
     Ledger,
+    LedgerUnavailable,
     OutboxMessage,
     RecordedEvent,
     StreamAppend,
@@ -153,7 +157,16 @@ TRANSIENT: Final = (
     asyncpg.IdleInTransactionSessionTimeoutError,
 )
 _reaching = unavailable_on(*TRANSIENT)
+log = structlog.get_logger("croupier.ledger")
 
+
+#: Ends a holder of the append lock silent for longer than the idle limit (none when the
+#: limit is off); see migration 0007.
+_END_SILENT_HOLDER: Final = (
+    "SELECT ledger_end_silent_append_holder($1, "
+    "current_setting('idle_in_transaction_session_timeout')::interval) "
+    "WHERE current_setting('idle_in_transaction_session_timeout') <> '0'"
+)
 
 # A migration may rewrite a large table, or wait for another instance's migration.
 _UNLIMITED: Final = "SET LOCAL lock_timeout = 0; SET LOCAL statement_timeout = 0"
@@ -236,8 +249,7 @@ class PostgresLedger(Ledger):
     ) -> Plan:
         keys = batch_keys(appends)
         ids = outbox_ids(outbox)
-        async with (await self.pool()).acquire() as conn, conn.transaction():
-            await conn.execute("SELECT pg_advisory_xact_lock($1)", APPEND_LOCK)
+        async with self._append_locked() as conn:
             head = await _head(conn)
             plan = plan_append(
                 appends,
@@ -320,8 +332,32 @@ class PostgresLedger(Ledger):
 
     @_reaching
     async def writable(self) -> None:
-        async with (await self.pool()).acquire() as conn, conn.transaction():
-            await conn.execute("SELECT pg_advisory_xact_lock($1)", APPEND_LOCK)
+        async with self._append_locked():
+            pass
+
+    @contextlib.asynccontextmanager
+    async def _append_locked(self) -> AsyncIterator[Conn]:
+        """A connection in a transaction that holds the append lock. When the wait for it
+        runs out, a holder whose client went silent mid-exchange is ended before the error
+        is raised, so that the caller's retry finds the lock free."""
+        pool = await self.pool()
+        try:
+            async with pool.acquire() as conn, conn.transaction():
+                await conn.execute("SELECT pg_advisory_xact_lock($1)", APPEND_LOCK)
+                yield conn
+        except asyncpg.LockNotAvailableError:
+            with contextlib.suppress(LedgerUnavailable, asyncpg.PostgresError):
+                await self.end_silent_holders()
+            raise
+
+    @_reaching
+    async def end_silent_holders(self) -> int:
+        ended = int(await (await self.pool()).fetchval(_END_SILENT_HOLDER, APPEND_LOCK) or 0)
+        if ended:
+            log.warning(
+                "ended a session holding the append lock, its client silent", sessions=ended
+            )
+        return ended
 
     @_reaching
     async def last_position(self) -> int:

@@ -189,9 +189,13 @@ class Service:
                 )
 
     async def _watch_readiness(self, every: float = 2.0) -> None:
-        """Keep ``croupier_ready`` current between probes, for alerting."""
+        """Keep ``croupier_ready`` current between probes, for alerting; and end a silent
+        holder of the append lock (a partitioned or paused instance), so that the ledger
+        is free again within the idle limit plus ``every``, standby or not."""
         while True:
             await self.readiness()
+            with contextlib.suppress(LedgerUnavailable):
+                await self.ledger.end_silent_holders()
             await asyncio.sleep(every)
 
     async def serve_until_signalled(self, *, http_port: int) -> None:
