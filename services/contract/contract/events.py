@@ -147,9 +147,6 @@ class _Event(_Struct, tag_field="event_type"):
     #: As the model's JSON form writes it, e.g. '2024-05-01T20:00:00.300000Z'.
     occurred_at: str
 
-    def __post_init__(self) -> None:
-        self.event_id = self.event_id.lower()
-
 
 class RoundOpened(_Event, tag=EventType.ROUND_OPENED.value):
     """A round opens."""
@@ -221,6 +218,7 @@ def read_event(raw: bytes | str) -> FeedEvent:
             stamp = _model_time(event.occurred_at)
             if stamp is not None:
                 event.occurred_at = stamp
+                event.event_id = event.event_id.lower()
                 return event
     return from_model(parse_event(raw))
 
@@ -231,12 +229,11 @@ def _model_time(text: str) -> str | None:
     if not _COMMON_TIME.fullmatch(text):
         return None
     try:
-        moment = datetime.fromisoformat(text)
+        datetime.fromisoformat(text)  # a real date and time
     except ValueError:
         return None
-    if moment.microsecond:
-        return f"{text[:19]}.{moment.microsecond:06d}Z"
-    return text[:19] + "Z"
+    fraction = text[20:-1].rstrip("0")
+    return f"{text[:19]}.{fraction.ljust(6, '0')}Z" if fraction else text[:19] + "Z"
 
 
 def from_model(model: FeedModel) -> FeedEvent:

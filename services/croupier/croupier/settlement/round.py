@@ -127,7 +127,11 @@ class Received(NamedTuple):
         """
         assert not extra.keys() & {"event", "fingerprint"}, "extra data shadows the event"
         data = {"event": self.dump, "fingerprint": self.digest, **extra}
-        return Fact(type_, Encoded.plain(data), key)
+        if extra:
+            return Fact(type_, Encoded.plain(data), key)
+        # The keys in canonical order and a hex digest: the text is written as it stands.
+        text = f'{{"event":{self.dump.text},"fingerprint":"{self.digest}"}}'
+        return Fact(type_, Encoded.with_text(data, text), key)
 
 
 def received(event: FeedEvent) -> Received:
