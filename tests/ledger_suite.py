@@ -493,6 +493,27 @@ class LedgerSuite:
 
     # -- outbox ---------------------------------------------------------------------
 
+    async def test_texts_with_control_characters_or_empty_are_stored_exactly(
+        self, ledger: Ledger
+    ) -> None:
+        # The PostgreSQL adapter sends a batch's columns joined by \x1f when it can.
+        for stream, key, routing in [("s\x1fx", "k\x1f", "EUR.p\x1f1"), ("s2", "k2", "")]:
+            data = {"text": "a\x1fb", "": ""}
+            records = await ledger.append(
+                [StreamAppend(stream, 0, [Fact("t\x1f", data, key), Fact("", {}, key + "2")])],
+                [OutboxMessage(key, "", routing, {"\x1f": "\x1f"}, key)],
+            )
+            stored = await ledger.read_stream(stream)
+            assert stored == records
+            assert [(r.type, r.data, r.key) for r in stored] == [
+                ("t\x1f", data, key),
+                ("", {}, key + "2"),
+            ]
+            (pending,) = [m for m in await ledger.pending_outbox() if m.message_id == key]
+            assert (pending.exchange, pending.routing_key) == ("", routing)
+            assert pending.body == {"\x1f": "\x1f"}
+        assert (await ledger.verify()).ok
+
     async def test_outbox_is_written_with_the_events(self, ledger: Ledger) -> None:
         records = await ledger.append(
             [append("round:1", 0, 3)], [message("m1", returned=200), message("m2")]

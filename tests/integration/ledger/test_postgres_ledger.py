@@ -227,3 +227,27 @@ async def test_a_round_of_150000_bets_is_appended_within_the_session_limits(
     assert [m.message_id for m in pending] == [m.message_id for m in outbox]
     assert {m.position for m in pending} == {recorded.position}
     assert pending[-1].body == outbox[-1].body
+
+
+@pytest.mark.parametrize("odd_chunk", [None, 0, 2])
+async def test_outbox_chunks_each_packed_or_as_arrays(
+    postgres_database: str, monkeypatch: pytest.MonkeyPatch, odd_chunk: int | None
+) -> None:
+    """A batch's outbox past the first chunk goes a statement per chunk; a chunk holding a
+    text with the separator of packed columns (or an empty one) goes as arrays, the others
+    packed, and every row is stored as given, in order."""
+    monkeypatch.setattr("croupier.ledger.postgres.OUTBOX_CHUNK", 3)
+    routing = [f"EUR.p{i}" for i in range(8)]
+    if odd_chunk is not None:
+        routing[odd_chunk * 3] = "EUR.p\x1f" if odd_chunk else ""
+    outbox = [
+        OutboxMessage(f"m{i}", "croupier.settlements", key, {"i": i}, "k")
+        for i, key in enumerate(routing)
+    ]
+    async with open_ledger(postgres_database) as ledger:
+        await ledger.migrate()
+        await ledger.append([StreamAppend("s", 0, [Fact("t", {}, "k")])], outbox)
+        pending = await ledger.pending_outbox()
+    assert [(m.message_id, m.routing_key, m.body) for m in pending] == [
+        (f"m{i}", key, {"i": i}) for i, key in enumerate(routing)
+    ]
