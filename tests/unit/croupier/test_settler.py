@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from croupier.settlement.meters import METER_MOVED, meter_stream
 from croupier.settlement.results import message_id
 from croupier.settlement.round import SETTLED
 from croupier.settlement.settler import REJECTIONS_STREAM, BatchReport, Inbound, Settler
+from studio import StudioConfig, TableSpec, simulate
 
 Event = dict[str, Any]
 SEED = holdem.load_paytable("casino-holdem/progressive").jackpot.seed  # type: ignore[union-attr]
@@ -367,3 +369,34 @@ def test_consumer_lag_is_the_age_of_the_event_at_the_head_of_the_batch() -> None
     # A hostile body at the head of a batch must not stop the consumer.
     assert event_age(b'{"a":' * 3_000, now=moment) == 0.0
     assert event_age(b'{"occurred_at": 5}', now=moment) == 0.0
+
+
+async def test_a_large_round_lets_the_event_loop_run_while_its_results_are_encoded(
+    ledger: Ledger,
+) -> None:
+    """Deciding the completion of a shared hand of 10,000 players hands the event loop to
+    other tasks (heartbeats, the relay, a commit in flight) between chunks of results,
+    not once at the end: counted in turns another task gets, not timed."""
+    table = TableSpec("big", "casino-holdem/classic", players=10_000)
+    lines = [m.body for m in simulate(StudioConfig(tables=(table,), rounds=1, seed=3))]
+    settler = Settler(ledger)
+    for start in range(0, len(lines) - 1, 1000):
+        page = lines[start : min(start + 1000, len(lines) - 1)]
+        await settler.handle([Inbound(body, n) for n, body in enumerate(page)])
+    turns = 0
+    deciding = True
+
+    async def other_task() -> None:
+        nonlocal turns
+        while deciding:
+            turns += 1
+            await asyncio.sleep(0)
+
+    other = asyncio.create_task(other_task())
+    await asyncio.sleep(0)
+    started = turns
+    work = await settler.decide([Inbound(lines[-1], 0)])
+    deciding = False
+    await other
+    assert len(work.outbox) == 10_000
+    assert turns - started >= 10_000 // 2_000  # one turn per chunk at least
