@@ -204,6 +204,8 @@ class PendingMessage:
     #: Its place in the outbox (write order), and whether any set-aside row names it.
     seq: int = 0
     aside: bool = False
+    #: The body as stored: its canonical JSON text when the ledger wrote it.
+    text: str = ""
 
 
 #: Open streams ``open_streams`` remembers per scope at most (beyond: it searches from the floor).
@@ -852,6 +854,7 @@ def _pending(row: OutboxRow) -> PendingMessage:
         row.event_hash,
         row.seq,
         row.aside,
+        row.body,
     )
 
 
