@@ -33,9 +33,10 @@ Guarantees:
   reason and bytes are the rejection's.
 - Rounds take turns (``Ledger.pending_outbox(per_event=TURN)``): a page holds at most
   ``turn`` messages of one fact, its oldest pending ones, then the next fact's, so a round
-  settled after a huge one is published within a page or two, not after it. The messages
-  of one fact are published in outbox order; across facts (rounds) there is no order, even
-  for one player (docs/feed.md, "Order").
+  settled after a huge one is published within a page or two, not after it; with no other
+  fact waiting, a huge one takes whole pages. The messages of one fact are published in
+  outbox order; across facts (rounds) there is no order, even for one player (docs/feed.md,
+  "Order").
 - Linear in the round: a fact is read, hashed and vouched for once, and the messages it
   calls for derived once (``Derivations``), however many pages its messages span: a shared
   hand of N players costs the relay O(N), not O(N) per message or per page. A large fact
