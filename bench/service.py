@@ -341,9 +341,23 @@ async def _declare(url: str) -> None:
         await declare_topology(await connection.channel())
 
 
+@dataclass(frozen=True)
+class RunningService:
+    """The service's child process: when it started, and its process id."""
+
+    started: float
+    pid: int
+
+    def cpu_seconds(self) -> float:
+        """User plus system CPU-seconds the service process has used so far (Linux /proc)."""
+        with open(f"/proc/{self.pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @asynccontextmanager
-async def running_service(url: str, db_url: str) -> AsyncIterator[float]:
-    """The service in a child process on ``url`` and ``db_url``; the time it started."""
+async def running_service(url: str, db_url: str) -> AsyncIterator[RunningService]:
+    """The service in a child process on ``url`` and ``db_url``."""
     ctx = _spawn()
     ready, stop, times = ctx.Event(), ctx.Event(), ctx.Queue()
     service = ctx.Process(target=_service, args=(url, db_url, ready, stop, times))
@@ -351,7 +365,8 @@ async def running_service(url: str, db_url: str) -> AsyncIterator[float]:
     try:
         if not await asyncio.to_thread(ready.wait, 60):
             raise RuntimeError("the service did not start")
-        yield await _get(times)
+        assert service.pid is not None
+        yield RunningService(await _get(times), service.pid)
     finally:
         stop.set()
         await asyncio.to_thread(service.join, 30)
@@ -388,18 +403,20 @@ async def end_to_end_drained(workload: Workload) -> float:
         await _declare(url)
         async with wallet_queue(url, wallet):
             await publish_all(url, workload.messages)
-            async with running_service(url, db_url) as started:
+            async with running_service(url, db_url) as service:
                 await asyncio.wait_for(wallet.done.wait(), TIMEOUT)
-    return len(workload.messages) / (wallet.finished - started)
+    return len(workload.messages) / (wallet.finished - service.started)
 
 
 @dataclass(frozen=True)
 class SharedRound:
     """Seconds from publishing a shared hand's ``round.completed`` to its last result,
-    and to the result of another table's round published right after it."""
+    and to the result of another table's round published right after it; the service's
+    CPU-seconds from that ``round.completed`` to the last result."""
 
     seconds: float
     other_table: float
+    cpu: float = math.inf
 
 
 async def shared_round(workload: Workload) -> SharedRound:
@@ -415,7 +432,7 @@ async def shared_round(workload: Workload) -> SharedRound:
     async with (
         scratch_vhost() as url,
         scratch_database() as db_url,
-        running_service(url, db_url),
+        running_service(url, db_url) as service,
         wallet_queue(url, wallet),
     ):
         connection = await aio_pika.connect(url)
@@ -424,15 +441,17 @@ async def shared_round(workload: Workload) -> SharedRound:
             await declare_feed_exchange(channel)
             await publish_on(channel, before, window=PUBLISH_WINDOW)
             await _settled_up_to(db_url, stream, len(before))
+            cpu = service.cpu_seconds()
             started = time.monotonic()
             await publish_on(channel, [last])
             other_started = time.monotonic()
             await publish_on(channel, other.messages, window=PUBLISH_WINDOW)
             await asyncio.wait_for(wallet.done.wait(), TIMEOUT)
+            cpu = service.cpu_seconds() - cpu
             async with asyncio.timeout(TIMEOUT):
                 while not wallet.other_arrived:
                     await asyncio.sleep(0.05)
-    return SharedRound(wallet.finished - started, wallet.other_arrived - other_started)
+    return SharedRound(wallet.finished - started, wallet.other_arrived - other_started, cpu)
 
 
 async def _settled_up_to(db_url: str, stream: str, version: int) -> None:
@@ -522,7 +541,8 @@ async def _run() -> None:
                 f"shared hand, {players:,} results",
                 _seconds(timed.seconds),
                 "",
-                f"<= {target:g} s: {_verdict(timed.seconds <= target)}",
+                f"<= {target:g} s: {_verdict(timed.seconds <= target)}; "
+                f"service {timed.cpu:.2f} CPU-s meanwhile",
             )
         )
         rows.append(
