@@ -713,10 +713,13 @@ async def _head(conn: Conn) -> tuple[int, str]:
 
 
 async def _outbox_by_id(conn: Conn, ids: list[str]) -> dict[str, tuple[str, str, str]]:
-    if not ids:
-        return {}
-    rows = await conn.fetch(_OUTBOX_BY_ID, ids)
-    return {row[0]: (row[1], row[2], row[3]) for row in rows}
+    """The outbox rows recorded under ``ids``, ``OUTBOX_CHUNK`` ids per statement: like
+    the inserts, no statement of the append grows with the round (``statement_timeout``)."""
+    found: dict[str, tuple[str, str, str]] = {}
+    for start in range(0, len(ids), OUTBOX_CHUNK):
+        rows = await conn.fetch(_OUTBOX_BY_ID, ids[start : start + OUTBOX_CHUNK])
+        found.update((row[0], (row[1], row[2], row[3])) for row in rows)
+    return found
 
 
 async def create_database_if_missing(url: str) -> bool:
