@@ -106,3 +106,22 @@ def test_a_file_that_is_no_wallet_log_is_refused(tmp_path: Path) -> None:
         path.write_text(text)
         with pytest.raises(WalletFormatError):
             list(read_file(path))
+
+
+def test_jsonl_rows_json_forbids_are_bad_rows(tmp_path: Path) -> None:
+    """What the json module would take but JSON forbids is a row that is not JSON, not a
+    value for the checks (a lone surrogate would not even encode to be staged)."""
+    good = json.dumps(DEBIT)
+    forbidden = (
+        good.replace("500", "NaN"),
+        good.replace("500", "1e400"),
+        good.replace('"p1"', '"\\ud800"'),
+        good + " trailing",
+    )
+    jsonl = tmp_path / "w.jsonl"
+    jsonl.write_text("\n".join((good, *forbidden, good)) + "\n")
+    rows = list(read_file(jsonl))
+    assert [type(r).__name__ for r in rows] == ["WalletRow", *["BadRow"] * 4, "WalletRow"]
+    assert all(r.reason.startswith("not JSON: ") for r in rows if isinstance(r, BadRow))
+    assert [r.line for r in rows] == [1, 2, 3, 4, 5, 6]
+    assert rows[0] == rows[-1]._replace(line=1)

@@ -11,13 +11,14 @@ from __future__ import annotations
 import asyncio
 import csv
 import io
-import json
 import re
 from collections.abc import AsyncIterator, Generator, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Final, NamedTuple
+
+import msgspec
 
 from contract.wallet import FIELDS, KINDS, MAX_AMOUNT, MAX_TEXT, RFC3339_PATTERN
 from croupier.ledger.chain import format_timestamp
@@ -34,6 +35,10 @@ _REQUIRED: Final = {
         "refund": ("transaction_id", "message_id", "player_id"),
     }.items()
 }
+#: JSON Lines rows are decoded with msgspec, three times faster than the json module;
+#: what the json module would take but JSON forbids (NaN, Infinity, a lone surrogate
+#: escape, a number beyond a float) is a row that is not JSON.
+_JSON: Final = msgspec.json.Decoder()
 #: Rows read per chunk.
 CHUNK: Final = 10_000
 
@@ -218,8 +223,8 @@ def _jsonl_chunks(handle: io.TextIOBase) -> Iterator[list[WalletRow | BadRow]]:
         if not text.strip():
             continue
         try:
-            raw = json.loads(text)
-        except ValueError as error:
+            raw = _JSON.decode(text)
+        except msgspec.DecodeError as error:
             chunk.append(BadRow(line, f"not JSON: {error}"))
             continue
         if not isinstance(raw, dict):
