@@ -386,7 +386,11 @@ def _load_thp(multipliers: Multipliers) -> bool:
         return False
     path = _thp_path(multipliers)
     try:
-        arrays = {name: np.load(path / f"{name}.npy", mmap_mode="r") for name in _THP_FIELDS}
+        # Plain arrays over the mapped files: indexing an np.memmap goes through Python.
+        arrays = {
+            name: np.load(path / f"{name}.npy", mmap_mode="r").view(np.ndarray)
+            for name in _THP_FIELDS
+        }
     except (OSError, ValueError):
         return False
     flops = _flops()

@@ -53,8 +53,6 @@ from functools import cache
 from math import sqrt
 from typing import Final
 
-import numpy as np
-
 from holdem.bets import Action, BetResult, Deal, Decision, Stage
 from holdem.casino_holdem import aa_bonus_line, jackpot_line
 from holdem.evaluator import evaluate
@@ -213,8 +211,8 @@ class Calculator:
         self.constants: DealConstants = constants or load_constants(table)
         self.multipliers = ante_multipliers(table)
         self._mean = [float(x) for x in self.constants.mean]
-        self._cov = np.array([[float(x) for x in row] for row in self.constants.covariance])
-        self._cross = np.array([[float(x) for x in row] for row in self.constants.cross])
+        self._cov = [[float(x) for x in row] for row in self.constants.covariance]
+        self._cross = [[float(x) for x in row] for row in self.constants.cross]
         self._spots = self.constants.components
         # Each component's deal value is a return on the stake so far at the decision: one
         # ante in Casino Hold'em, ante and call in Texas Hold'em Plus; a side bet's stake.
@@ -275,29 +273,29 @@ class Calculator:
 
     # -- deal value ------------------------------------------------------------------------
 
-    def _deal(self, per_stake: Sequence[float], w: np.ndarray) -> Terms:
+    def _deal(self, per_stake: Sequence[float], w: Sequence[int]) -> Terms:
         """A box's deal value, fair mean and own variance, ``w`` its stakes per component."""
         bases = self._bases
-        value = sum(float(w[i]) * (bases[i] + v) for i, v in enumerate(per_stake))
-        mean = sum(float(w[i]) * (bases[i] + m) for i, m in enumerate(self._mean))
-        return Terms(0, value, mean, float(w @ self._cov @ w))
+        value = sum(w[i] * (bases[i] + v) for i, v in enumerate(per_stake))
+        mean = sum(w[i] * (bases[i] + m) for i, m in enumerate(self._mean))
+        return Terms(0, value, mean, _quadratic(w, self._cov))
 
-    def _between_boxes(self, stakes: Iterable[np.ndarray]) -> Terms:
+    def _between_boxes(self, stakes: Iterable[Sequence[int]]) -> Terms:
         """A round, and the deal variance its boxes add together: ``sum_{i != j} w_i^T X w_j``
         with ``X`` the exact cross-covariance of two boxes' values on one flop."""
         vectors = list(stakes)
         if len(vectors) < 2:
             return Terms(rounds=1)
-        together = np.sum(vectors, axis=0)
-        alone = sum(float(w @ self._cross @ w) for w in vectors)
-        return Terms(rounds=1, deal_variance=float(together @ self._cross @ together) - alone)
+        together = [sum(column) for column in zip(*vectors, strict=True)]
+        alone = sum(_quadratic(w, self._cross) for w in vectors)
+        return Terms(rounds=1, deal_variance=_quadratic(together, self._cross) - alone)
 
-    def _stakes_by_box(self, round_: RoundInput) -> dict[str, np.ndarray]:
+    def _stakes_by_box(self, round_: RoundInput) -> dict[str, tuple[int, ...]]:
         """Per box, its stakes on each deal value component (antes, side bets)."""
         out = {}
         for box, players in round_.boxes.items():
             weights = self._weights(players)
-            out[box] = np.array([weights.get(s, 0) for s in self._spots], dtype=np.float64)
+            out[box] = tuple(weights.get(s, 0) for s in self._spots)
         return out
 
     @staticmethod
@@ -315,7 +313,7 @@ class Calculator:
         hole: tuple[int, int],
         board: Sequence[int],
         players: Sequence[Group],
-        stakes: np.ndarray,
+        stakes: Sequence[int],
     ) -> tuple[Terms, int, float, float]:
         """The box's terms, the antes that called, a call's EV and variance per ante."""
         flop = board[:3]
@@ -361,7 +359,7 @@ class Calculator:
         hole: tuple[int, int],
         board: Sequence[int],
         players: Sequence[Group],
-        stakes: np.ndarray,
+        stakes: Sequence[int],
     ) -> Terms:
         """The box's terms: its deal value, and its play residual with its exact variance."""
         where = place(hole, board[:3])
@@ -416,6 +414,14 @@ class Calculator:
         )
         variance = sum(max(stage, 0.0) for stage in stages)
         return deal + Terms(0, 0, 0, 0, actual, expected, variance)
+
+
+def _quadratic(w: Sequence[int], matrix: Sequence[Sequence[float]]) -> float:
+    """``w^T M w`` for a few components (plain floats: numpy's call costs more here)."""
+    return sum(
+        wi * sum(m * wj for m, wj in zip(row, w, strict=True))
+        for wi, row in zip(w, matrix, strict=True)
+    )
 
 
 def _showdown_variance(s: ThpSituation, weights: Mapping[tuple[int, int], int]) -> float:
