@@ -39,6 +39,7 @@ Rows:
 
 from __future__ import annotations
 
+import gc
 import os
 import statistics
 import subprocess
@@ -790,7 +791,12 @@ def day_here(echo: Callable[[str], None] = print) -> None:
     building = not any(tables.cache_dir().glob("integrity-*"))
     load = os.getloadavg()[0]
     marks = [(time.perf_counter(), time.process_time())]
-    rounds = [p for body in facts for p in prepare_settled(json.loads(body))]
+    rounds = []
+    for page in range(0, len(facts), 2_000):  # as croupier integrity reads the ledger
+        rounds += [
+            p for body in facts[page : page + 2_000] for p in prepare_settled(json.loads(body))
+        ]
+        gc.freeze()
     marks.append((time.perf_counter(), time.process_time()))
     prepare_tables(prepared.table for prepared in rounds)
     marks.append((time.perf_counter(), time.process_time()))
@@ -825,6 +831,7 @@ def day_here(echo: Callable[[str], None] = print) -> None:
             f"   {' '.join(labels)}: {t.rounds:,} rounds, "
             f"deal z {t.deal_z:+.2f}, play z {t.play_z:+.2f}"
         )
+    gc.unfreeze()
 
 
 TABLE_FLOPS: Final = 6
