@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+import itertools
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +14,10 @@ from croupier_feeds import CH_CLASSIC, CH_PROGRESSIVE, RoundFeed, line
 import holdem
 from contract.settlement import SettlementResult
 from croupier.ledger import Ledger, VersionConflict, open_ledger
+from croupier.settlement.facts import Fact
 from croupier.settlement.meters import METER_MOVED, meter_stream
 from croupier.settlement.results import message_id
-from croupier.settlement.round import SETTLED
+from croupier.settlement.round import SETTLED, Round
 from croupier.settlement.settler import REJECTIONS_STREAM, BatchReport, Inbound, Settler
 from studio import StudioConfig, TableSpec, simulate
 
@@ -371,32 +373,80 @@ def test_consumer_lag_is_the_age_of_the_event_at_the_head_of_the_batch() -> None
     assert event_age(b'{"occurred_at": 5}', now=moment) == 0.0
 
 
-async def test_a_large_round_lets_the_event_loop_run_while_its_results_are_encoded(
-    ledger: Ledger,
-) -> None:
-    """Deciding the completion of a shared hand of 10,000 players hands the event loop to
-    other tasks (heartbeats, the relay, a commit in flight) between chunks of results,
-    not once at the end: counted in turns another task gets, not timed."""
-    table = TableSpec("big", "casino-holdem/classic", players=10_000)
+async def shared_hand_up_to_completion(settler: Settler, players: int) -> bytes:
+    """A shared hand of ``players`` settled up to its ``round.completed``, which is returned."""
+    table = TableSpec("big", "casino-holdem/classic", players=players)
     lines = [m.body for m in simulate(StudioConfig(tables=(table,), rounds=1, seed=3))]
-    settler = Settler(ledger)
     for start in range(0, len(lines) - 1, 1000):
         page = lines[start : min(start + 1000, len(lines) - 1)]
         await settler.handle([Inbound(body, n) for n, body in enumerate(page)])
-    turns = 0
-    deciding = True
+    return lines[-1]
+
+
+async def turns_while(work: Awaitable[Any]) -> tuple[Any, int]:
+    """What ``work`` gives, and how many turns another task got while it ran."""
+    turns, running = 0, True
 
     async def other_task() -> None:
         nonlocal turns
-        while deciding:
+        while running:
             turns += 1
             await asyncio.sleep(0)
 
     other = asyncio.create_task(other_task())
     await asyncio.sleep(0)
     started = turns
-    work = await settler.decide([Inbound(lines[-1], 0)])
-    deciding = False
+    result = await work
+    running = False
     await other
+    return result, turns - started
+
+
+async def test_a_large_round_lets_the_event_loop_run_while_its_results_are_encoded(
+    ledger: Ledger,
+) -> None:
+    """Deciding the completion of a shared hand of 10,000 players hands the event loop to
+    other tasks (heartbeats, the relay, a commit in flight) between chunks of results,
+    not once at the end: counted in turns another task gets, not timed."""
+    settler = Settler(ledger)
+    completed = await shared_hand_up_to_completion(settler, 10_000)
+    work, turns = await turns_while(settler.decide([Inbound(completed, 0)]))
     assert len(work.outbox) == 10_000
-    assert turns - started >= 10_000 // 2_000  # one turn per chunk at least
+    assert turns >= 10_000 // 2_000  # one turn per chunk at least
+
+
+async def test_a_large_round_read_back_lets_the_event_loop_run(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its ``round.completed`` redelivered after the round closed (a connection lost while
+    it was decided) reads the round's 23,000 facts back, and is a duplicate; other tasks
+    get a turn at least every 1,000 facts folded (counted, not timed)."""
+    settler = Settler(ledger)
+    completed = await shared_hand_up_to_completion(settler, 10_000)
+    await settler.handle([Inbound(completed, 0)])
+    settler.forget()
+    applied = 0
+    fold = Round.apply
+
+    def counted(state: Round, fact: Fact) -> None:
+        nonlocal applied
+        applied += 1
+        fold(state, fact)
+
+    monkeypatch.setattr(Round, "apply", counted)
+    seen: list[int] = []
+    running = True
+
+    async def other_task() -> None:
+        while running:
+            seen.append(applied)
+            await asyncio.sleep(0)
+
+    other = asyncio.create_task(other_task())
+    report = await settler.handle([Inbound(completed, 1)])
+    running = False
+    await other
+    assert [h.verdict for h in report.handled] == ["duplicate"]
+    marks = [0, *seen, applied]
+    assert applied > 20_000  # every fact of the round
+    assert max(b - a for a, b in itertools.pairwise(marks)) <= 1_000

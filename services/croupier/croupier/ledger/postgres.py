@@ -164,6 +164,8 @@ _INSERT_OUTBOX_PACKED: Final = _insert_outbox(_split)
 #: so no statement nears ``statement_timeout`` and the client is never idle in the
 #: transaction for long while it encodes the next one.
 OUTBOX_CHUNK: Final = 10_000
+#: Rows read back into events between turns of the event loop (``read_streams``).
+READ_EVERY: Final = 1_000
 _HEAD_COLUMNS = "id, position, hash, key_id, signature, published"
 _OUTBOX_COLUMNS = (
     "o.seq, o.message_id, o.exchange, o.routing_key, o.body::text, o.position, o.event_hash, "
@@ -368,8 +370,10 @@ class PostgresLedger(Ledger):
             f"{_SELECT} WHERE stream = ANY($1::text[]) ORDER BY position", wanted
         )
         found: dict[str, list[RecordedEvent]] = {stream: [] for stream in wanted}
-        for row in rows:
+        for index, row in enumerate(rows):
             found[row["stream"]].append(recorded(_chain_row(row)))
+            if index % READ_EVERY == READ_EVERY - 1:
+                await asyncio.sleep(0)  # a round of 100,000 players is 300,000 rows
         return found
 
     async def read_all(self, after_position: int = 0, limit: int = 1000) -> list[RecordedEvent]:
