@@ -74,7 +74,8 @@ PREFETCH = 2000
 RAW_BATCH = 1000
 RAW_LINGER = 0.005
 PUBLISH_WINDOW = 256
-TARGET_RATIO = 0.5
+#: End to end, queue drained, against the raw pipeline: the promise of docs/benchmarks.md.
+TARGET_RATIO = 0.8
 TIMEOUT = 300.0
 
 
