@@ -30,6 +30,19 @@ def start(args: list[str], cwd: Path, **env: str) -> subprocess.Popen[str]:
     )
 
 
+def _where(pid: int) -> str:
+    """What a stuck process and its children wait on, as the kernel says (state, wchan)."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        status = (task / "status").read_text().splitlines()
+        state = next((line for line in status if line.startswith("State:")), "State: ?")
+        found.append(
+            f"thread {task.name} {state.split(':', 1)[1].strip()} in {(task / 'wchan').read_text()}"
+        )
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return "; ".join(found) + f"; children {children or 'none'}"
+
+
 def test_ctrl_c_during_a_replay_is_one_line_and_exit_130(tmp_path: Path) -> None:
     feed = tmp_path / "feed.jsonl"
     simulate = ["simulate", "--rounds", "400", "--seed", "4", "--out", str(feed)]
@@ -90,7 +103,12 @@ def test_ctrl_c_during_par_write_stops_the_workers_quietly(tmp_path: Path) -> No
         time.sleep(0.1)  # the enumeration starts once the sheets' folder is made
     time.sleep(2)
     par.send_signal(signal.SIGINT)
-    out, err = par.communicate(timeout=60)
+    try:
+        out, err = par.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        stuck = _where(par.pid)
+        par.kill()
+        raise AssertionError(f"croupier par still running 60 s after Ctrl-C: {stuck}") from None
     assert par.returncode == 130, err
     assert err.strip() == "croupier par: interrupted", err
     assert out == "" and not any((tmp_path / "docs").iterdir())
