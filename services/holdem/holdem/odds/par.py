@@ -16,15 +16,18 @@ hash; :func:`load_par` reads them and refuses data for another content hash.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import multiprocessing
 import os
 import signal
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from fractions import Fraction
 from functools import cache
 from importlib import resources
+from multiprocessing.connection import Connection, wait
+from multiprocessing.context import ForkProcess
 from pathlib import Path
 from typing import Any, Final
 
@@ -346,14 +349,69 @@ def _run(
     # The first flop runs here, so that the workers fork with the kernel compiled (or loaded
     # from numba's cache) once rather than each on its own.
     first = worker(jobs[0])
-    # Workers ignore Ctrl-C: the parent alone stops, and the pool is terminated with it.
-    with multiprocessing.get_context("fork").Pool(processes, _ignore_interrupts) as pool:
-        rest = pool.imap_unordered(worker, jobs[1:], chunksize=4)
+    with contextlib.closing(_fan_out(worker, jobs[1:], processes)) as rest:
         return _sum(itertools.chain([first], rest), len(jobs), progress)
 
 
-def _ignore_interrupts() -> None:
+def _fan_out(
+    worker: Callable[..., I64], jobs: Sequence[Any], processes: int, chunk: int = 4
+) -> Generator[I64, None, None]:
+    """Each job's result, from ``processes`` forked workers, in the order they finish.
+
+    Each worker has a pipe of its own: no lock is shared between processes and no thread
+    helps, so whatever ends the run early (Ctrl-C, an error, closing this iterator) kills the
+    workers and returns at once, with nothing left to wait on a lock a killed worker held.
+    Workers ignore Ctrl-C; the parent alone stops.
+    """
+    context = multiprocessing.get_context("fork")
+    chunks = iter(range(0, len(jobs), chunk))
+    workers: dict[Connection, ForkProcess] = {}
+    try:
+        for _ in range(min(processes, -(-len(jobs) // chunk))):
+            here, there = context.Pipe()
+            process = context.Process(target=_work, args=(worker, jobs, chunk, there))
+            process.daemon = True
+            process.start()
+            there.close()
+            workers[here] = process
+            here.send(next(chunks))
+        busy = set(workers)
+        while busy:
+            ready = set(wait(list(busy)))
+            for conn in [conn for conn in busy if conn in ready]:
+                reply = _reply(conn)
+                start = next(chunks, None)
+                conn.send(start)
+                if start is None:
+                    busy.discard(conn)
+                yield from reply
+    finally:
+        for conn, process in workers.items():
+            process.kill()
+            process.join()
+            conn.close()
+
+
+def _work(worker: Callable[..., I64], jobs: Sequence[Any], chunk: int, conn: Connection) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        while (start := conn.recv()) is not None:
+            conn.send([worker(job) for job in jobs[start : start + chunk]])
+    except EOFError:  # the parent is gone
+        return
+    except BaseException as error:
+        conn.send(error)
+
+
+def _reply(conn: Connection) -> list[I64]:
+    try:
+        reply = conn.recv()
+    except EOFError:
+        raise RuntimeError("a PAR worker process ended without its results") from None
+    if isinstance(reply, BaseException):
+        raise reply
+    assert isinstance(reply, list)
+    return reply
 
 
 def _sum(results: Iterator[I64] | Iterable[I64], n: int, progress: Progress | None) -> I64:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import multiprocessing
 from fractions import Fraction
 
+import numpy as np
 import pytest
 
 from holdem.bets import Action
@@ -15,9 +17,11 @@ from holdem.odds.par import (
     compute_par,
     dump_par,
     load_par,
+    par_counts,
     parse_par,
     texas_holdem_plus_preflop,
 )
+from holdem.odds.par import _fan_out as fan_out
 from holdem.odds.sheet import ParSheet, percent
 from holdem.paytable import Game, PayTable, Spot, load_paytable, paytable_ids
 
@@ -104,6 +108,36 @@ def test_a_partial_run_passes_its_own_self_checks(game: Game) -> None:
     sheets = compute_par(tables, processes=1, flops=flops)
     for sheet in sheets:
         assert sheet.strategy_ev == sheet.base.ev()
+
+
+def test_worker_processes_count_the_same_as_one_process() -> None:
+    tables = [t for t in TABLES if t.game is Game.CASINO_HOLDEM]
+    flops = list(canonical_flops()[::250])
+    alone = par_counts(tables, processes=1, flops=flops)
+    shared = par_counts(tables, processes=2, flops=flops)
+    assert all(np.array_equal(a, b) for a, b in zip(alone, shared, strict=True))
+    assert multiprocessing.active_children() == []
+
+
+def _square(n: int) -> np.ndarray:
+    if n == 13:
+        raise ValueError("unlucky")
+    return np.array([n * n])
+
+
+def test_a_worker_error_reaches_the_caller_and_no_worker_is_left() -> None:
+    with pytest.raises(ValueError, match="unlucky"):
+        list(fan_out(_square, range(20), 2))
+    assert multiprocessing.active_children() == []
+
+
+def test_stopping_early_kills_the_workers() -> None:
+    results = fan_out(_square, range(1_000), 2, chunk=1)
+    first = [int(next(results)[0]) for _ in range(3)]
+    assert all(int(n**0.5) ** 2 == n for n in first), first
+    results.close()
+    assert multiprocessing.active_children() == []
+    assert sorted(int(r[0]) for r in fan_out(_square, range(12), 3)) == [n * n for n in range(12)]
 
 
 @pytest.mark.slow
