@@ -107,6 +107,17 @@ class HeldAppend(PostgresLedger):
         await self.release.wait()
 
 
+async def test_sessions_run_without_jit_unless_the_url_asks(postgres_database: str) -> None:
+    """The relay's listing passes the planner's JIT threshold on a large outbox; compiling
+    it at every execution cost more than running it (the module docstring)."""
+    async with PostgresLedger(postgres_database) as ledger:
+        pool = await ledger.pool()
+        assert await pool.fetchval("SHOW jit") == "off"
+        assert await pool.fetchval("SHOW statement_timeout") == "10s"
+    async with PostgresLedger(f"{postgres_database}?jit=on") as ledger:
+        assert await (await ledger.pool()).fetchval("SHOW jit") == "on"
+
+
 async def test_writable_fails_while_another_process_holds_the_append_lock(
     postgres_database: str,
 ) -> None:
