@@ -24,7 +24,9 @@ Any round size
     transaction with the checkpoint's ``part``: how many of that fact's rows are written.
     A projection's rows for a fact come out in the same order every time (``apply`` is
     pure), so a projector that resumes mid-fact applies it again and writes the rows after
-    ``part``. Readers may see such a fact's rows appear piece by piece.
+    ``part``. Readers may see such a fact's rows appear piece by piece. A fold stops as
+    soon as its rows pass the limit (``apply`` may be abandoned part-way and run again),
+    so a fact written in pieces is folded whole once, not once per attempt.
 
 Rebuildable
     Read models are derived data, outside the hash chain: ``rebuild`` empties a
@@ -63,6 +65,7 @@ __all__ = [
     "Column",
     "Dialect",
     "Mark",
+    "Oversized",
     "Projection",
     "ProjectionError",
     "ReadModelStore",
@@ -141,20 +144,34 @@ class Table:
         return tuple(c.name for c in self.columns)
 
 
+class Oversized(ProjectionError):
+    """A fold gave more rows than its :class:`Changes` may hold; it was abandoned there."""
+
+
 @dataclass
 class Changes:
     """What one batch does to a projection's tables: inserts, then upserts, per table."""
 
     inserts: dict[str, list[Row]] = field(default_factory=dict)
     upserts: dict[str, list[tuple[Row, tuple[str, ...]]]] = field(default_factory=dict)
+    #: Rows these changes may hold (0: any number); one more raises :class:`Oversized`.
+    limit: int = 0
+    _rows: int = field(default=0, repr=False, compare=False)
 
     def insert(self, table: str, row: Row) -> None:
         """A new row (its primary key must not exist yet)."""
         self.inserts.setdefault(table, []).append(row)
+        self._counted()
 
     def upsert(self, table: str, row: Row, add: tuple[str, ...] = ()) -> None:
         """A row written on its key: ``add`` columns are summed into the stored row."""
         self.upserts.setdefault(table, []).append((row, add))
+        self._counted()
+
+    def _counted(self) -> None:
+        self._rows += 1
+        if self._rows > self.limit > 0:
+            raise Oversized(f"more than {self.limit:,} rows")
 
     @property
     def size(self) -> int:

@@ -25,6 +25,7 @@ from croupier.projection import (
     Changes,
     CheckpointMoved,
     Mark,
+    Oversized,
     Projection,
     ProjectionError,
     ReadModelStore,
@@ -159,8 +160,8 @@ class Projector:
                 oversized.append((projection, mine[:1]))
                 continue
             await projection.gather(mine, self.ledger)
-            changes = await _fold(projection, mine)
-            if changes.size > self.rows_per_commit:
+            changes = await _fold(projection, mine, self.rows_per_commit)
+            if changes is None:
                 oversized.append((projection, mine))
             else:
                 steps.append(Step(projection, mark.position, events[-1].position, changes))
@@ -178,7 +179,14 @@ class Projector:
             upto, rows = at, 0
             while upto < len(events) and not mark.part:
                 await projection.gather([events[upto]], self.ledger)
-                changes = changes_of(projection, [events[upto]])
+                # A fact that does not fit after this run is folded again as the next one's
+                # first; the first fact of a run is folded whole, to be written in pieces.
+                try:
+                    changes = changes_of(
+                        projection, [events[upto]], rows and self.rows_per_commit - rows
+                    )
+                except Oversized:
+                    break
                 if rows + changes.size > self.rows_per_commit:
                     break
                 rows += changes.size
@@ -238,15 +246,16 @@ class Projector:
         return Step(projection, after, events[-1].position, changes_of(projection, mine))
 
 
-def changes_of(projection: Projection, events: Sequence[RecordedEvent]) -> Changes:
-    """What ``events`` do to ``projection``'s read model (after its ``gather``).
+def changes_of(projection: Projection, events: Sequence[RecordedEvent], limit: int = 0) -> Changes:
+    """What ``events`` do to ``projection``'s read model (after its ``gather``); at most
+    ``limit`` rows (0: any number), or :class:`Oversized` as soon as there would be more.
 
     The cyclic garbage collector waits meanwhile: a batch allocates objects by the hundred
     thousand beside a large live heap, which it would otherwise scan again and again (it
     nearly doubles the time a shared hand takes); what ``apply`` leaves is freed by
     reference counting, and any cycle at the next collection.
     """
-    changes = Changes()
+    changes = Changes(limit=limit)
     collecting = gc.isenabled()
     gc.disable()
     try:
@@ -257,14 +266,19 @@ def changes_of(projection: Projection, events: Sequence[RecordedEvent]) -> Chang
     return changes
 
 
-async def _fold(projection: Projection, events: Sequence[RecordedEvent]) -> Changes:
-    """:func:`changes_of` in a worker thread, so that the event loop meanwhile sends the last
-    page's commit and reads the next page: their round trips and the database's work on
-    them overlap the fold instead of waiting for it. A fold cancelled midway is still
-    waited for, so that no two folds of one projection ever run at once."""
-    task = asyncio.ensure_future(asyncio.to_thread(changes_of, projection, events))
+async def _fold(
+    projection: Projection, events: Sequence[RecordedEvent], limit: int
+) -> Changes | None:
+    """:func:`changes_of` in a worker thread, or None when it holds more than ``limit`` rows
+    (the fold is abandoned there: the batch goes fact by fact). In a thread, the event loop
+    meanwhile sends the last page's commit and reads the next page: their round trips and
+    the database's work on them overlap the fold instead of waiting for it. A fold cancelled
+    midway is still waited for, so that no two folds of one projection ever run at once."""
+    task = asyncio.ensure_future(asyncio.to_thread(changes_of, projection, events, limit))
     try:
         return await asyncio.shield(task)
+    except Oversized:
+        return None
     except asyncio.CancelledError:
         with contextlib.suppress(Exception):
             await task
