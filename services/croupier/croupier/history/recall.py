@@ -32,8 +32,6 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Final
 
-from pydantic import TypeAdapter
-
 from croupier.history.models import (
     Box,
     Cards,
@@ -113,18 +111,6 @@ def player_cuts(round_: RoundRecall) -> Iterator[tuple[str, RoundRecall]]:
         yield player_id, cuts.cut(player_id)
 
 
-def player_documents(round_: RoundRecall) -> Iterator[tuple[str, RoundRecall, str]]:
-    """Each participant's cut (as :func:`player_cuts`) with its JSON text, which is the
-    cut's ``model_dump_json()`` byte for byte.
-
-    The entries of the timeline, most of them in every player's cut, are encoded once per
-    round and the text of each cut is put together from them.
-    """
-    cuts = _Cuts(round_)
-    for player_id in sorted(cuts.players):
-        yield player_id, *cuts.document(player_id)
-
-
 class _Cuts:
     """A round indexed by player: every wager, decision, result, total, box and fact of the
     timeline under the players who may see it."""
@@ -167,8 +153,6 @@ class _Cuts:
                 if _visible(entry, player_id, mine.bets, mine.boxes):
                     mine.timeline.append(index)
         self.stripped: dict[int, Timeline] = {}
-        self.encoded: dict[int, str] = {}
-        self.verified: str | None = None
         self.cards: dict[frozenset[str], Cards] = {}
         self.verification = _for_player(round_.verification)
 
@@ -195,12 +179,6 @@ class _Cuts:
             self.cards[key] = cards
         return cards
 
-    def _encoded(self, index: int) -> str:
-        text = self.encoded.get(index)
-        if text is None:
-            text = self.encoded[index] = self._entry(index).model_dump_json()
-        return text
-
     def cut(self, player_id: str) -> RoundRecall:
         mine = self.players[player_id]
         return self.round.model_copy(
@@ -216,20 +194,6 @@ class _Cuts:
                 "verification": self.verification,
             }
         )
-
-    def document(self, player_id: str) -> tuple[RoundRecall, str]:
-        """The cut and its JSON: the cut without its last two fields, ``timeline`` and
-        ``verification``, encoded as a whole, then those two from texts made once per round.
-        """
-        cut = self.cut(player_id)
-        rest = cut.model_dump_json(exclude=_SPLICED)
-        if not rest.endswith("}"):
-            raise AssertionError("a recall's JSON is an object")
-        if self.verified is None:
-            self.verified = _VERIFICATION.dump_json(self.verification).decode()
-        indices = sorted(self.public + self.players[player_id].timeline)
-        timeline = ",".join(map(self._encoded, indices))
-        return cut, f'{rest[:-1]},"timeline":[{timeline}],"verification":{self.verified}}}'
 
 
 class _Mine:
@@ -255,18 +219,14 @@ class _Mine:
             self.antes.add(wager.bet_id)
 
 
-#: The fields of a player's document put together from texts made once per round: the last
-#: two of a recall, in this order.
-_SPLICED: Final[set[str]] = {"timeline", "verification"}
-_VERIFICATION: Final = TypeAdapter(Verification | None)
-
 #: What a player's timeline entries leave out: where each fact sits and when it was recorded.
 _UNCOUNTED: Final[dict[str, Any]] = dict.fromkeys(
     ("position", "version", "seq", "recorded_at", "hash", "prev_hash")
 )
 
 
-_PLAYER_HOW: Final = (
+#: How a player's cut says it can be checked (its verification's ``how``).
+PLAYER_HOW: Final = (
     "This round is settled in the ledger at position {position}. To have it checked, give "
     "support the round ID and this reference: {reference}. From the ledger itself, support "
     "can then prove that this page shows exactly what was recorded, and that nothing up to "
@@ -281,7 +241,7 @@ _SUPPORT_HOW: Final = (
 
 
 def _for_player(found: Verification | None) -> Verification | None:
-    return _summary(found, _PLAYER_HOW)
+    return _summary(found, PLAYER_HOW)
 
 
 def _summary(found: Verification | None, how: str) -> Verification | None:
@@ -365,7 +325,7 @@ class _Fold:
         elif fact.type in (SETTLED, VOIDED):
             about = self._close(event, fact)
         elif event:
-            about = _About(_event_summary(event))
+            about = _About(event_summary(event))
         else:
             about = _About("a message the feed contract refused, in its place in the round")
         self.timeline.append(
@@ -404,10 +364,10 @@ class _Fold:
         elif kind == "cards.dealt":
             self._deal(payload)
             detail = {"target": payload["target"], "cards": list(payload["cards"])}
-            return _About(_event_summary(event), box=payload.get("box"), detail=detail)
+            return _About(event_summary(event), box=payload.get("box"), detail=detail)
         elif kind == "decision.made":
             return self._decide(payload)
-        return _About(_event_summary(event))
+        return _About(event_summary(event))
 
     def _add_wager(self, wager: Wager) -> None:
         self.wagers.append(wager)
@@ -494,7 +454,7 @@ class _Fold:
         )
 
     def finish(self, facts: Sequence[RecordedEvent]) -> RoundRecall:
-        boxes = sorted(self.hole.items(), key=lambda item: _box_order(item[0]))
+        boxes = sorted(self.hole.items(), key=lambda item: box_order(item[0]))
         return RoundRecall(
             table_id=self.table_id,
             round_id=self.round_id,
@@ -534,7 +494,8 @@ class _About:
     detail: Mapping[str, Any] = field(default_factory=dict)  # the Timeline's typed fields
 
 
-def _event_summary(event: Mapping[str, Any]) -> str:
+def event_summary(event: Mapping[str, Any]) -> str:
+    """A timeline entry's words for a feed event that says nothing more particular."""
     kind, payload = event.get("event_type"), event.get("payload") or {}
     if kind == "round.opened":
         return f"round opened: {payload.get('game')}, pay table {payload.get('paytable')}"
@@ -550,7 +511,8 @@ def _event_summary(event: Mapping[str, Any]) -> str:
     return str(kind or "event")
 
 
-def _box_order(box: str) -> tuple[int, str]:
+def box_order(box: str) -> tuple[int, str]:
+    """Boxes in seat order: numbered ones by number, then any others by name."""
     return (int(box), box) if box.isdigit() else (10**9, box)
 
 

@@ -30,12 +30,11 @@ at each request (:mod:`croupier.history.recall`), so it shows those too.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any, Final
 
-from croupier.history.models import PlayerRound, Result, RoundRecall
-from croupier.history.recall import paytable_of, player_documents, recall
+from croupier.history.documents import player_documents
+from croupier.history.recall import paytable_of
 from croupier.ledger import Ledger, RecordedEvent
 from croupier.projection import Changes, Column, Projection, Table
 from croupier.settlement.round import ACCEPTED, SETTLED, VOIDED
@@ -192,71 +191,28 @@ def _closed(event: RecordedEvent, facts: list[RecordedEvent], changes: Changes) 
     }
     assert event.stream == f"round:{common['table_id']}:{common['round_id']}", event.stream
     changes.insert(ROUNDS.name, common)
-    whole = recall(common["table_id"], common["round_id"], facts)
-    assert whole is not None and whole.closed_position == event.position, "folded to its close"
-    seen: dict[str, RoundRecall] = {}
-    for player_id, shown, document in player_documents(whole):
-        seen[player_id] = shown
-        changes.insert(RECALLS.name, {**_key(common), "player_id": player_id, "document": document})
-    owners: dict[tuple[str, str], list[Result]] = {}
-    for result in whole.results:  # the settlement's results, each with why it paid
-        owners.setdefault((result.player_id, result.currency), []).append(result)
-    for (player_id, currency), results in owners.items():
-        wagers = [_wager(result) for result in results]
-        stake = sum(w["stake"] for w in wagers)
-        returned = sum(w["returned"] for w in wagers)
-        assert stake >= 0 and returned >= 0, "money is never negative"
-        row = {
-            **common,
-            "player_id": player_id,
-            "currency": currency,
-            "stake": stake,
-            "returned": returned,
-            "wagers": json.dumps(wagers, separators=(",", ":")),
-        }
-        row["document"] = _player_round(row, results, seen[player_id]).model_dump_json()
-        changes.insert(PLAYER_ROUNDS.name, row)
-
-
-def _key(common: dict[str, Any]) -> dict[str, Any]:
-    return {"table_id": common["table_id"], "round_id": common["round_id"]}
-
-
-def _player_round(row: dict[str, Any], results: list[Result], shown: RoundRecall) -> PlayerRound:
-    """A player's row as the API answers it, with the decisions on its antes and the cards
-    the player may see (``shown``: the round cut to that player)."""
-    antes = {r.bet_id for r in results if r.spot == "ante"}
-    return PlayerRound(
-        table_id=row["table_id"],
-        round_id=row["round_id"],
-        game=row["game"],
-        paytable_id=row["paytable"],
-        status=row["status"],
-        closed_at=row["closed_at"],
-        position=row["position"],
-        currency=row["currency"],
-        stake=row["stake"],
-        returned=row["returned"],
-        net=row["returned"] - row["stake"],
-        wagers=results,
-        decisions=[d for d in shown.decisions if d.ante_bet_id in antes],
-        cards=shown.cards,
-        void_reason=shown.void_reason,
+    found = player_documents(
+        common["table_id"],
+        common["round_id"],
+        facts,
+        game=common["game"],
+        paytable_id=common["paytable"],
+        status=status,
+        closed_at=common["closed_at"],
     )
-
-
-def _wager(result: Result) -> dict[str, Any]:
-    """A result as the ``wagers`` column holds it."""
-    return {
-        "bet_id": result.bet_id,
-        "player_id": result.player_id,
-        "box": result.box,
-        "spot": result.spot,
-        "stake": result.stake,
-        "returned": result.returned,
-        "net": result.net,
-        "outcome": result.outcome,
-        "line": result.line,
-        "currency": result.currency,
-        "why": result.why,
-    }
+    key = {"table_id": common["table_id"], "round_id": common["round_id"]}
+    for player_id, document in found.recalls:
+        changes.insert(RECALLS.name, {**key, "player_id": player_id, "document": document})
+    for row in found.rows:
+        changes.insert(
+            PLAYER_ROUNDS.name,
+            {
+                **common,
+                "player_id": row.player_id,
+                "currency": row.currency,
+                "stake": row.stake,
+                "returned": row.returned,
+                "wagers": row.wagers,
+                "document": row.document,
+            },
+        )
