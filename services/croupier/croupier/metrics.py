@@ -148,6 +148,34 @@ class Metrics:
             "Outbox messages the relay refused: not exactly what a signed, chained settlement says",
             registry=r,
         )
+        # Partition ownership (croupier.settlement.partitions): exported by an instance that
+        # shares the partitions; zero and absent labels otherwise.
+        self.appends_fenced = Counter(
+            "croupier_appends_fenced",
+            "Appends refused (result fenced) because this instance did not hold the "
+            "partition at the epoch it named: lost to another instance, released or expired",
+            ["partition"],
+            registry=r,
+        )
+        self.partitions_owned = Gauge(
+            "croupier_partitions_owned", "Partitions this instance holds the lease of", registry=r
+        )
+        self.partition_handovers = Counter(
+            "croupier_partition_handovers",
+            "Partitions this instance took (taken), gave back (released) or found gone at a "
+            "renewal (lost)",
+            ["how"],
+            registry=r,
+        )
+        for how in ("taken", "released", "lost"):
+            self.partition_handovers.labels(how)
+        self.partition_handover_seconds = Histogram(
+            "croupier_partition_handover_seconds",
+            "How long a partition this instance took had been without a valid lease (released "
+            "or expired) before it took it",
+            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 15, 20, 30, 60),
+            registry=r,
+        )
         self.ready = Gauge("croupier_ready", "1 when the service is ready", registry=r)
         self.rounds_open = Gauge(
             "croupier_rounds_open", "Rounds open in this instance's memory", registry=r

@@ -55,6 +55,7 @@ async def test_memory_ledger_works_without_a_file() -> None:
         "0004_signed_set_aside.sql",
         "0005_open_floor.sql",
         "0006_published_claim.sql",
+        "0007_partition_leases.sql",
     ]
     await ledger.append([append("s", 0, 3)])
     assert [e.version for e in await ledger.read_stream("s")] == [1, 2, 3]

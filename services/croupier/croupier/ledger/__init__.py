@@ -89,6 +89,16 @@ Relay lease
     service role) can stall relaying. A lease held beyond ``LEASE_LIMIT`` was written by no
     Croupier instance: ``leases()`` shows it, the relay reports it, and ``verify`` names it.
 
+Partitions and fencing
+    A ledger has a fixed number of partitions, stored at creation (``migrate(partitions=P)``,
+    never changed: ``PartitionsFixed``); ``partition_leases()`` is the ownership port
+    (``croupier.ledger.partitions``, where the leases' promises are). An append given a
+    ``fence`` (an owner and the epoch of each partition it writes for) checks, inside its
+    transaction and before writing, that the owner holds each of those partitions at that
+    epoch, unexpired, and keeps the lease rows from changing until it commits; otherwise it
+    raises ``Fenced`` (result code ``fenced``) and writes nothing. An append without a
+    fence is not checked (the single-instance service).
+
 Faults
     Every error the port raises is a ``LedgerError``, except what an adapter's driver
     raises for a permanent fault (a refused privilege, a broken file), which passes through
@@ -104,7 +114,7 @@ import json
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Callable, Collection, Coroutine, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from functools import wraps
 from types import TracebackType
@@ -127,6 +137,7 @@ from croupier.settlement.facts import Fact
 
 if TYPE_CHECKING:
     from croupier.ledger.batch import Plan
+    from croupier.ledger.partitions import PartitionLeases
 
 #: Positions one ``vouched`` read covers at most (more are read in further spans).
 VOUCH_SPAN: Final = 20_000
@@ -134,6 +145,8 @@ VOUCH_SPAN: Final = 20_000
 VOUCH_HEADS: Final = 5_000
 
 __all__ = [
+    "Fence",
+    "Fenced",
     "HeadNotSigned",
     "IdempotencyConflict",
     "Ledger",
@@ -141,6 +154,7 @@ __all__ = [
     "LedgerTampered",
     "LedgerUnavailable",
     "OutboxMessage",
+    "PartitionsFixed",
     "PendingMessage",
     "Problem",
     "RecordedEvent",
@@ -293,6 +307,43 @@ class LedgerUnavailable(LedgerError):
         super().__init__(f"the ledger is unavailable: {type(cause).__name__}: {cause}")
 
 
+@dataclass(frozen=True, slots=True)
+class Fence:
+    """What an append must hold: ``owner`` holds each partition at its epoch."""
+
+    owner: str
+    epochs: Mapping[int, int] = field(default_factory=dict)
+
+
+class Fenced(LedgerError):
+    """The append's owner does not hold these partitions at the epochs it named (taken by
+    another instance, released, expired, or never held); nothing was written. Retrying does
+    not help: the deliveries belong to the partitions' owner now."""
+
+    #: The result an append refused this way reports (logs, metrics).
+    code: Final = "fenced"
+
+    def __init__(self, owner: str, partitions: Iterable[int]) -> None:
+        self.owner = owner
+        self.partitions = tuple(sorted(partitions))
+        super().__init__(
+            f"fenced: instance {owner!r} does not hold partition"
+            f"{'s' if len(self.partitions) != 1 else ''} "
+            f"{', '.join(map(str, self.partitions))} at the epoch it named; nothing written"
+        )
+
+
+class PartitionsFixed(LedgerError):
+    """The ledger's partition count was fixed at creation and differs from the one asked."""
+
+    def __init__(self, stored: int, asked: int) -> None:
+        super().__init__(
+            f"the ledger has {stored} partitions, fixed when it was created; {asked} asked"
+        )
+        self.stored = stored
+        self.asked = asked
+
+
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -338,8 +389,11 @@ class Ledger(ABC):
     trust: Trust
 
     @abstractmethod
-    async def migrate(self) -> list[str]:
-        """Apply pending schema migrations; return the names applied (idempotent)."""
+    async def migrate(self, partitions: int | None = None) -> list[str]:
+        """Apply pending schema migrations; return the names applied (idempotent). The first
+        migration that brings partitions fixes their count: ``partitions``, by default
+        ``DEFAULT_PARTITIONS``; once fixed, another count raises ``PartitionsFixed`` (and
+        nothing is applied)."""
 
     @abstractmethod
     async def schema_version(self) -> int:
@@ -354,17 +408,23 @@ class Ledger(ABC):
         return applied
 
     async def append(
-        self, appends: Sequence[StreamAppend], outbox: Sequence[OutboxMessage] = ()
+        self,
+        appends: Sequence[StreamAppend],
+        outbox: Sequence[OutboxMessage] = (),
+        *,
+        fence: Fence | None = None,
     ) -> list[RecordedEvent]:
         """Append all events and outbox messages in one transaction.
 
         Returns one record per input event, in input order (stored records for replays).
         Raises ``VersionConflict`` or ``IdempotencyConflict``, or ``HeadNotSigned`` when
-        signing and the chain's head is not one this key signed; then nothing is written.
+        signing and the chain's head is not one this key signed, or ``Fenced`` when
+        ``fence`` names a partition its owner does not hold at that epoch; then nothing is
+        written.
         """
         if not appends and not outbox:
             return []
-        return (await self._append(appends, outbox)).results
+        return (await self._append(appends, outbox, fence)).results
 
     async def append_new(self, appends: Sequence[StreamAppend]) -> list[RecordedEvent]:
         """Append as :meth:`append` does; only the events this call wrote, in input order.
@@ -376,20 +436,32 @@ class Ledger(ABC):
         return [record for record in records if record.key in written]
 
     async def append_with_new_keys(
-        self, appends: Sequence[StreamAppend], outbox: Sequence[OutboxMessage] = ()
+        self,
+        appends: Sequence[StreamAppend],
+        outbox: Sequence[OutboxMessage] = (),
+        *,
+        fence: Fence | None = None,
     ) -> tuple[list[RecordedEvent], frozenset[str]]:
         """What :meth:`append` returns, and the keys of the events this call wrote (decided
         inside the append transaction, as :meth:`append_new` has it)."""
         if not appends and not outbox:
             return [], frozenset()
-        plan = await self._append(appends, outbox)
+        plan = await self._append(appends, outbox, fence)
         return plan.results, frozenset(row.key for row in plan.rows)
 
     @abstractmethod
     async def _append(
-        self, appends: Sequence[StreamAppend], outbox: Sequence[OutboxMessage]
+        self,
+        appends: Sequence[StreamAppend],
+        outbox: Sequence[OutboxMessage],
+        fence: Fence | None = None,
     ) -> Plan:
-        """Plan and write one append in one transaction (``batch.plan_append``)."""
+        """Plan and write one append in one transaction (``batch.plan_append``), first
+        checking ``fence`` in it when given (``Fenced``)."""
+
+    @abstractmethod
+    def partition_leases(self) -> PartitionLeases:
+        """The partition ownership port on this ledger's database."""
 
     @abstractmethod
     async def read_streams(self, streams: Sequence[str]) -> dict[str, list[RecordedEvent]]:

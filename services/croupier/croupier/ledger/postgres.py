@@ -43,7 +43,7 @@ import asyncio
 import contextlib
 import json
 import re
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 from urllib.parse import parse_qs, urlsplit, urlunsplit
@@ -54,10 +54,13 @@ import structlog
 
 from contract.canonical import canonical_json
 from croupier.ledger import (
+    Fence,
+    Fenced,
     HeadNotSigned,
     Ledger,
     LedgerUnavailable,
     OutboxMessage,
+    PartitionsFixed,
     RecordedEvent,
     StreamAppend,
     unavailable_on,
@@ -74,6 +77,15 @@ from croupier.ledger.chain import GENESIS_HASH, ChainRow, format_timestamp
 from croupier.ledger.keyring import KEYS_STREAM, Keyring
 from croupier.ledger.migrate import migrations
 from croupier.ledger.outbox import OutboxRow, PublishedFloor, SetAsideRow
+from croupier.ledger.partitions import (
+    DEFAULT_PARTITIONS,
+    FORGET_SECONDS,
+    Instance,
+    Lease,
+    PartitionLeases,
+    Taken,
+    check_count,
+)
 from croupier.ledger.signing import LedgerKey
 from croupier.ledger.trust import HEADS_SCANNED, HeadRow, MarkRow, Trust
 
@@ -274,7 +286,9 @@ class PostgresLedger(Ledger):
         return self._pool
 
     @_reaching
-    async def migrate(self) -> list[str]:
+    async def migrate(self, partitions: int | None = None) -> list[str]:
+        if partitions is not None:
+            check_count(partitions)
         applied: list[str] = []
         async with (await self.pool()).acquire() as conn, conn.transaction():
             await conn.execute(_UNLIMITED)
@@ -293,6 +307,7 @@ class PostgresLedger(Ledger):
                         migration.name,
                     )
                     applied.append(migration.name)
+            await _fix_partitions(conn, partitions)
         return applied
 
     @_reaching
@@ -304,11 +319,16 @@ class PostgresLedger(Ledger):
 
     @_reaching
     async def _append(
-        self, appends: Sequence[StreamAppend], outbox: Sequence[OutboxMessage]
+        self,
+        appends: Sequence[StreamAppend],
+        outbox: Sequence[OutboxMessage],
+        fence: Fence | None = None,
     ) -> Plan:
         keys = batch_keys(appends)
         ids = outbox_ids(outbox)
         async with self._append_locked() as conn:
+            if fence is not None:
+                await _check_fence(conn, fence)
             head = await _head(conn)
             plan = plan_append(
                 appends,
@@ -573,6 +593,9 @@ class PostgresLedger(Ledger):
         )
         return bool(held == holder)
 
+    def partition_leases(self) -> PostgresPartitions:
+        return PostgresPartitions(self)
+
     async def close(self) -> None:
         """Close the pool: gracefully for ``CLOSE_SECONDS`` at most (a database out of
         reach never answers), then by closing the sockets."""
@@ -676,6 +699,156 @@ class PostgresLedger(Ledger):
             limit,
         )
         return [HeadRow(*row) for row in rows]
+
+
+async def _fix_partitions(conn: Conn, partitions: int | None) -> None:
+    """Store the partition count and a free lease per partition unless stored already
+    (inside the migration's transaction); ``PartitionsFixed`` when another count is."""
+    stored = await conn.fetchval("SELECT count FROM ledger_partitions")
+    if stored is None:
+        count = DEFAULT_PARTITIONS if partitions is None else partitions
+        await conn.execute("INSERT INTO ledger_partitions (count) VALUES ($1)", count)
+        await conn.execute(
+            "INSERT INTO partition_leases (partition) SELECT generate_series(0, $1 - 1)", count
+        )
+    elif partitions is not None and partitions != stored:
+        raise PartitionsFixed(int(stored), partitions)
+
+
+#: The fence's partitions whose lease its owner holds at the epoch named, unexpired at this
+#: moment (clock_timestamp: the transaction may have waited for the append lock), locked
+#: shared in partition order until the append ends: a takeover (which skips locked rows),
+#: renewal or release of them waits for it, and one that committed first is seen.
+_FENCE = """
+    SELECT l.partition FROM unnest($1::int[], $2::bigint[]) AS f(partition, epoch)
+    JOIN partition_leases l ON l.partition = f.partition
+    WHERE l.owner = $3 AND l.epoch = f.epoch AND l.expires_at > clock_timestamp()
+    ORDER BY l.partition FOR SHARE OF l
+"""
+
+
+async def _check_fence(conn: Conn, fence: Fence) -> None:
+    """Raise ``Fenced`` unless ``fence.owner`` holds each of its partitions at its epoch."""
+    if not fence.epochs:
+        return
+    partitions = list(fence.epochs)
+    held = await conn.fetch(_FENCE, partitions, [fence.epochs[p] for p in partitions], fence.owner)
+    missing = set(partitions) - {row[0] for row in held}
+    if missing:
+        raise Fenced(fence.owner, missing)
+
+
+#: Free or expired partitions, lowest first, skipping rows another transaction locked (a
+#: racing taker, an append checking its fence): racers get disjoint sets and never wait.
+_TAKE = """
+    WITH free AS (
+        SELECT partition, epoch AS was, expires_at AS ended FROM partition_leases
+        WHERE owner IS NULL OR expires_at <= clock_timestamp()
+        ORDER BY partition LIMIT $3 FOR UPDATE SKIP LOCKED
+    )
+    UPDATE partition_leases l SET owner = $1, epoch = l.epoch + 1,
+        expires_at = clock_timestamp() + make_interval(secs => $2)
+    FROM free WHERE l.partition = free.partition
+    RETURNING l.partition, l.epoch, CASE WHEN free.was > 0
+        THEN extract(epoch FROM clock_timestamp() - free.ended)::float8 END
+"""
+#: Rows are locked in partition order, as the fence locks them: no deadlock between them.
+_RENEW = """
+    WITH mine AS (
+        SELECT partition FROM partition_leases
+        WHERE owner = $1 AND expires_at > clock_timestamp() ORDER BY partition FOR UPDATE
+    )
+    UPDATE partition_leases l SET expires_at = clock_timestamp() + make_interval(secs => $2)
+    FROM mine WHERE l.partition = mine.partition AND l.expires_at > clock_timestamp()
+    RETURNING l.partition, l.epoch
+"""
+_RELEASE = """
+    WITH mine AS (
+        SELECT partition FROM partition_leases
+        WHERE owner = $1 AND ($2::int[] IS NULL OR partition = ANY($2::int[]))
+        ORDER BY partition FOR UPDATE
+    )
+    UPDATE partition_leases l SET owner = NULL,
+        expires_at = least(l.expires_at, clock_timestamp())
+    FROM mine WHERE l.partition = mine.partition AND l.owner = $1
+    RETURNING l.partition
+"""
+
+
+class PostgresPartitions(PartitionLeases):
+    """Partition leases in the ledger's PostgreSQL database, through its pool."""
+
+    def __init__(self, ledger: PostgresLedger) -> None:
+        self.ledger = ledger
+
+    @_reaching
+    async def count(self) -> int:
+        pool = await self.ledger.pool()
+        return int(await pool.fetchval("SELECT count FROM ledger_partitions"))
+
+    @_reaching
+    async def register(self, instance: str, seconds: float) -> int:
+        async with (await self.ledger.pool()).acquire() as conn, conn.transaction():
+            await conn.execute(
+                "INSERT INTO instances (id, seen_at, live_until) VALUES "
+                "($1, clock_timestamp(), clock_timestamp() + make_interval(secs => $2)) "
+                "ON CONFLICT (id) DO UPDATE SET seen_at = EXCLUDED.seen_at, "
+                "live_until = EXCLUDED.live_until",
+                instance,
+                seconds,
+            )
+            await conn.execute(
+                "DELETE FROM instances "
+                "WHERE seen_at < clock_timestamp() - make_interval(secs => $1)",
+                FORGET_SECONDS,
+            )
+            return int(
+                await conn.fetchval(
+                    "SELECT count(*) FROM instances WHERE live_until > clock_timestamp()"
+                )
+            )
+
+    @_reaching
+    async def take(self, owner: str, seconds: float, limit: int) -> list[Taken]:
+        if limit <= 0:
+            return []
+        rows = await (await self.ledger.pool()).fetch(_TAKE, owner, seconds, limit)
+        return sorted(Taken(row[0], int(row[1]), row[2]) for row in rows)
+
+    @_reaching
+    async def renew(self, owner: str, seconds: float) -> dict[int, int]:
+        rows = await (await self.ledger.pool()).fetch(_RENEW, owner, seconds)
+        return dict(sorted((row[0], int(row[1])) for row in rows))
+
+    @_reaching
+    async def release(self, owner: str, partitions: Collection[int] | None = None) -> list[int]:
+        wanted = None if partitions is None else list(partitions)
+        rows = await (await self.ledger.pool()).fetch(_RELEASE, owner, wanted)
+        return sorted(row[0] for row in rows)
+
+    @_reaching
+    async def leave(self, instance: str) -> list[int]:
+        async with (await self.ledger.pool()).acquire() as conn, conn.transaction():
+            rows = await conn.fetch(_RELEASE, instance, None)
+            await conn.execute("DELETE FROM instances WHERE id = $1", instance)
+        return sorted(row[0] for row in rows)
+
+    @_reaching
+    async def leases(self) -> list[Lease]:
+        rows = await (await self.ledger.pool()).fetch(
+            "SELECT partition, owner, epoch, "
+            "extract(epoch FROM expires_at - clock_timestamp())::float8 "
+            "FROM partition_leases ORDER BY partition"
+        )
+        return [Lease(row[0], row[1], int(row[2]), row[3]) for row in rows]
+
+    @_reaching
+    async def instances(self) -> list[Instance]:
+        rows = await (await self.ledger.pool()).fetch(
+            "SELECT id, extract(epoch FROM clock_timestamp() - seen_at)::float8 "
+            "FROM instances ORDER BY seen_at DESC, id"
+        )
+        return [Instance(row[0], row[1]) for row in rows]
 
 
 # The lookups go through LATERAL (... LIMIT 1): a subquery with LIMIT cannot be flattened

@@ -20,15 +20,18 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final, TypeVar
 
 from contract.canonical import canonical_json
 from croupier.ledger import (
+    Fence,
+    Fenced,
     HeadNotSigned,
     Ledger,
     OutboxMessage,
+    PartitionsFixed,
     RecordedEvent,
     StreamAppend,
     unavailable_on,
@@ -45,6 +48,15 @@ from croupier.ledger.chain import GENESIS_HASH, ChainRow
 from croupier.ledger.keyring import KEYS_STREAM, Keyring
 from croupier.ledger.migrate import migrations, split_sqlite_script
 from croupier.ledger.outbox import OutboxRow, PublishedFloor, SetAsideRow
+from croupier.ledger.partitions import (
+    DEFAULT_PARTITIONS,
+    FORGET_SECONDS,
+    Instance,
+    Lease,
+    PartitionLeases,
+    Taken,
+    check_count,
+)
 from croupier.ledger.signing import LedgerKey
 from croupier.ledger.trust import HEADS_SCANNED, HeadRow, MarkRow, Trust
 
@@ -132,8 +144,10 @@ class SqliteLedger(Ledger):
         self._floor = PublishedFloor()
         self._open_known = {}
 
-    async def migrate(self) -> list[str]:
-        return await self._writer.run(_migrate)
+    async def migrate(self, partitions: int | None = None) -> list[str]:
+        if partitions is not None:
+            check_count(partitions)
+        return await self._writer.run(lambda conn: _migrate(conn, partitions))
 
     async def schema_version(self) -> int:
         sql = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
@@ -143,11 +157,14 @@ class SqliteLedger(Ledger):
         return int(rows[0][0])
 
     async def _append(
-        self, appends: Sequence[StreamAppend], outbox: Sequence[OutboxMessage]
+        self,
+        appends: Sequence[StreamAppend],
+        outbox: Sequence[OutboxMessage],
+        fence: Fence | None = None,
     ) -> Plan:
         published = self._floor.seq  # what this process has seen published, for the head
         return await self._writer.run(
-            lambda conn: _append(conn, appends, outbox, self.trust, published)
+            lambda conn: _append(conn, appends, outbox, self.trust, published, fence)
         )
 
     async def read_streams(self, streams: Sequence[str]) -> dict[str, list[RecordedEvent]]:
@@ -253,6 +270,9 @@ class SqliteLedger(Ledger):
         held = await self._writer.run(lambda conn: _write(conn, _HOLD_LEASE, [row]))
         return held == [(holder,)]
 
+    def partition_leases(self) -> SqlitePartitions:
+        return SqlitePartitions(self)
+
     async def close(self) -> None:
         async with self._writer.lock:
             self._writer.close()
@@ -325,7 +345,7 @@ class SqliteLedger(Ledger):
         return await self._reader.run(lambda conn: conn.execute(sql, params).fetchall())
 
 
-def _migrate(conn: sqlite3.Connection) -> list[str]:
+def _migrate(conn: sqlite3.Connection, partitions: int | None) -> list[str]:
     applied: list[str] = []
     conn.execute("BEGIN IMMEDIATE")
     try:
@@ -344,6 +364,7 @@ def _migrate(conn: sqlite3.Connection) -> list[str]:
                 (migration.version, migration.name),
             )
             applied.append(migration.name)
+        _fix_partitions(conn, partitions)
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
@@ -357,11 +378,14 @@ def _append(
     outbox: Sequence[OutboxMessage],
     trust: Trust,
     published: int,
+    fence: Fence | None = None,
 ) -> Plan:
     keys = batch_keys(appends)
     ids = outbox_ids(outbox)
     conn.execute("BEGIN IMMEDIATE")
     try:
+        if fence is not None:
+            _check_fence(conn, fence)
         head = _head(conn)
         plan = plan_append(
             appends,
@@ -431,7 +455,7 @@ def _mark_row(row: Sequence[Any]) -> MarkRow:
 
 
 def _in_chunks(
-    conn: sqlite3.Connection, sql: str, values: Sequence[str]
+    conn: sqlite3.Connection, sql: str, values: Sequence[str | int]
 ) -> Iterable[tuple[Any, ...]]:
     for start in range(0, len(values), _CHUNK):
         chunk = values[start : start + _CHUNK]
@@ -517,3 +541,157 @@ def _mark_published(conn: sqlite3.Connection, ids: list[str], trust: Trust) -> N
 def _take_write_lock(conn: sqlite3.Connection) -> None:
     conn.execute("BEGIN IMMEDIATE")
     conn.execute("ROLLBACK")
+
+
+def _fix_partitions(conn: sqlite3.Connection, partitions: int | None) -> None:
+    """Store the partition count and a free lease per partition unless stored already
+    (inside the migration's transaction); ``PartitionsFixed`` when another count is."""
+    row = conn.execute("SELECT count FROM ledger_partitions").fetchone()
+    if row is None:
+        count = DEFAULT_PARTITIONS if partitions is None else partitions
+        conn.execute("INSERT INTO ledger_partitions (count) VALUES (?)", (count,))
+        conn.executemany(
+            "INSERT INTO partition_leases (partition) VALUES (?)", [(p,) for p in range(count)]
+        )
+    elif partitions is not None and partitions != row[0]:
+        raise PartitionsFixed(int(row[0]), partitions)
+
+
+def _check_fence(conn: sqlite3.Connection, fence: Fence) -> None:
+    """Raise ``Fenced`` unless ``fence.owner`` holds each of its partitions at its epoch,
+    unexpired now (inside the write transaction: no lease changes until it ends)."""
+    if not fence.epochs:
+        return
+    now = time.time()
+    held = {
+        partition
+        for partition, owner, epoch, expires_at in _in_chunks(
+            conn,
+            "SELECT partition, owner, epoch, expires_at FROM partition_leases "
+            "WHERE partition IN ({marks})",
+            list(fence.epochs),
+        )
+        if owner == fence.owner and epoch == fence.epochs[partition] and expires_at > now
+    }
+    if missing := set(fence.epochs) - held:
+        raise Fenced(fence.owner, missing)
+
+
+def _in_transaction(conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
+    """Run ``work`` in one write transaction."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        result = work(conn)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return result
+
+
+def _register(conn: sqlite3.Connection, instance: str, seconds: float) -> int:
+    now = time.time()
+    conn.execute(
+        "INSERT INTO instances (id, seen_at, live_until) VALUES (?1, ?2, ?3) "
+        "ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at, "
+        "live_until = excluded.live_until",
+        (instance, now, now + seconds),
+    )
+    conn.execute("DELETE FROM instances WHERE seen_at < ?", (now - FORGET_SECONDS,))
+    sql = "SELECT count(*) FROM instances WHERE live_until > ?"
+    return int(conn.execute(sql, (now,)).fetchone()[0])
+
+
+def _take(conn: sqlite3.Connection, owner: str, seconds: float, limit: int) -> list[Taken]:
+    now = time.time()
+    free = conn.execute(
+        "SELECT partition, epoch, expires_at FROM partition_leases "
+        "WHERE owner IS NULL OR expires_at <= ? ORDER BY partition LIMIT ?",
+        (now, limit),
+    ).fetchall()
+    conn.executemany(
+        "UPDATE partition_leases SET owner = ?, epoch = epoch + 1, expires_at = ? "
+        "WHERE partition = ?",
+        [(owner, now + seconds, partition) for partition, _, _ in free],
+    )
+    return [
+        Taken(partition, epoch + 1, now - ended if epoch > 0 else None)
+        for partition, epoch, ended in free
+    ]
+
+
+def _renew(conn: sqlite3.Connection, owner: str, seconds: float) -> dict[int, int]:
+    now = time.time()
+    rows = conn.execute(
+        "UPDATE partition_leases SET expires_at = ? WHERE owner = ? AND expires_at > ? "
+        "RETURNING partition, epoch",
+        (now + seconds, owner, now),
+    ).fetchall()
+    return {partition: epoch for partition, epoch in sorted(rows)}
+
+
+def _release(conn: sqlite3.Connection, owner: str, partitions: Collection[int] | None) -> list[int]:
+    now = time.time()
+    sql = (
+        "UPDATE partition_leases SET owner = NULL, expires_at = min(expires_at, ?) "
+        "WHERE owner = ? AND partition IN ({marks}) RETURNING partition"
+    )
+    if partitions is None:
+        sql = sql.replace(" AND partition IN ({marks})", "")
+        rows = conn.execute(sql, (now, owner)).fetchall()
+    else:
+        rows = []
+        for start in range(0, len(wanted := sorted(set(partitions))), _CHUNK):
+            chunk = wanted[start : start + _CHUNK]
+            marks = ",".join("?" * len(chunk))
+            rows += conn.execute(sql.format(marks=marks), (now, owner, *chunk)).fetchall()
+    return sorted(row[0] for row in rows)
+
+
+def _leave(conn: sqlite3.Connection, instance: str) -> list[int]:
+    freed = _release(conn, instance, None)
+    conn.execute("DELETE FROM instances WHERE id = ?", (instance,))
+    return freed
+
+
+class SqlitePartitions(PartitionLeases):
+    """Partition leases in the ledger's SQLite file, through its write connection (so every
+    change is serialised with the appends that check them)."""
+
+    def __init__(self, ledger: SqliteLedger) -> None:
+        self.ledger = ledger
+
+    async def count(self) -> int:
+        return int((await self.ledger._read("SELECT count FROM ledger_partitions", ()))[0][0])
+
+    async def register(self, instance: str, seconds: float) -> int:
+        return await self._write(lambda conn: _register(conn, instance, seconds))
+
+    async def take(self, owner: str, seconds: float, limit: int) -> list[Taken]:
+        if limit <= 0:
+            return []
+        return await self._write(lambda conn: _take(conn, owner, seconds, limit))
+
+    async def renew(self, owner: str, seconds: float) -> dict[int, int]:
+        return await self._write(lambda conn: _renew(conn, owner, seconds))
+
+    async def release(self, owner: str, partitions: Collection[int] | None = None) -> list[int]:
+        return await self._write(lambda conn: _release(conn, owner, partitions))
+
+    async def leave(self, instance: str) -> list[int]:
+        return await self._write(lambda conn: _leave(conn, instance))
+
+    async def leases(self) -> list[Lease]:
+        sql = (
+            "SELECT partition, owner, epoch, expires_at - ? FROM partition_leases "
+            "ORDER BY partition"
+        )
+        rows = await self.ledger._read(sql, (time.time(),))
+        return [Lease(*row) for row in rows]
+
+    async def instances(self) -> list[Instance]:
+        sql = "SELECT id, ? - seen_at FROM instances ORDER BY seen_at DESC, id"
+        return [Instance(*row) for row in await self.ledger._read(sql, (time.time(),))]
+
+    async def _write(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        return await self.ledger._writer.run(lambda conn: _in_transaction(conn, work))

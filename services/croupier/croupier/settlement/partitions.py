@@ -1,0 +1,166 @@
+"""One instance's share of the ledger's partitions: it keeps its leases, balances them with
+the other instances, and fences its appends.
+
+Guarantees (on top of ``croupier.ledger.partitions``):
+- **Fair share.** Each :meth:`PartitionOwner.balance` registers the instance, renews its
+  leases when a third of the term has passed, and then takes free or expired partitions up
+  to ``ceil(P / live instances)`` or gives back what it holds beyond that (the highest
+  partitions first). A joining instance therefore gets its share within about one term; a
+  single instance holds every partition.
+- **Bounds.** :meth:`run` balances every ``poll`` seconds (``POLL_SECONDS``): a partition
+  whose owner was killed is taken at most the term plus one poll after the owner's last
+  renewal; one released by a graceful :meth:`stop` within one poll.
+- **Fencing, counted.** :meth:`append` names the partitions of the tables it writes for at
+  the epochs this instance holds them at. A table whose partition it does not hold is
+  refused before the database is asked; one the database says it no longer holds at that
+  epoch is refused in the append transaction. Either way the append raises ``Fenced``,
+  writes nothing, is counted in ``croupier_appends_fenced_total{partition}``, and the
+  partitions are dropped from what the instance believes it holds.
+- What it holds is what the database said at the last renewal or take; the database, not
+  this object, decides every append.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Iterable, Sequence
+
+import structlog
+
+from croupier.ledger import (
+    Fence,
+    Fenced,
+    Ledger,
+    LedgerUnavailable,
+    OutboxMessage,
+    RecordedEvent,
+    StreamAppend,
+)
+from croupier.ledger.partitions import (
+    DEFAULT_TERM,
+    POLL_SECONDS,
+    PartitionLeases,
+    fair_share,
+    partition_of,
+)
+from croupier.metrics import Metrics
+
+log = structlog.get_logger("croupier.settlement.partitions")
+
+
+class PartitionOwner:
+    """The partitions ``instance`` holds on ``ledger`` (a unique id per process)."""
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        instance: str,
+        metrics: Metrics,
+        *,
+        term: float = DEFAULT_TERM,
+        poll: float = POLL_SECONDS,
+    ) -> None:
+        if not 0 < poll < term:
+            raise ValueError(f"the poll ({poll} s) must be shorter than the term ({term} s)")
+        self.ledger = ledger
+        self.leases: PartitionLeases = ledger.partition_leases()
+        self.instance = instance
+        self.metrics = metrics
+        self.term = term
+        self.poll = poll
+        #: The ledger's partition count (read by the first balance).
+        self.count = 0
+        #: Partition -> the epoch this instance holds it at, as the database last said.
+        self.held: dict[int, int] = {}
+        self._renewed = -float("inf")
+
+    async def balance(self) -> None:
+        """One step: register, renew when due, then take up to the fair share or give back
+        what is beyond it."""
+        if not self.count:
+            self.count = await self.leases.count()
+        live = await self.leases.register(self.instance, self.term)
+        now = time.monotonic()
+        if now - self._renewed >= self.term / 3:
+            renewed = await self.leases.renew(self.instance, self.term)
+            self._renewed = now
+            lost = [p for p, epoch in self.held.items() if renewed.get(p) != epoch]
+            if lost:
+                self.metrics.partition_handovers.labels("lost").inc(len(lost))
+                log.warning("partitions lost", partitions=lost)
+            self.held = renewed
+        share = fair_share(self.count, live)
+        if len(self.held) > share:
+            beyond = sorted(self.held)[share:]
+            for partition in await self.leases.release(self.instance, beyond):
+                self.held.pop(partition, None)
+                self.metrics.partition_handovers.labels("released").inc()
+        elif len(self.held) < share:
+            for taken in await self.leases.take(self.instance, self.term, share - len(self.held)):
+                self.held[taken.partition] = taken.epoch
+                self.metrics.partition_handovers.labels("taken").inc()
+                if taken.unowned is not None:
+                    self.metrics.partition_handover_seconds.observe(max(0.0, taken.unowned))
+        self.metrics.partitions_owned.set(len(self.held))
+
+    async def run(self, stopping: asyncio.Event) -> None:
+        """Balance every ``poll`` seconds until ``stopping`` is set, then :meth:`stop`. A
+        database out of reach is retried at the next poll (the leases run out meanwhile)."""
+        while not stopping.is_set():
+            try:
+                await self.balance()
+            except LedgerUnavailable as error:
+                log.warning("partition leases not renewed", error=str(error))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stopping.wait(), self.poll)
+        try:
+            await self.stop()
+        except LedgerUnavailable as error:  # the leases run out by themselves
+            log.warning("partition leases not released", error=str(error))
+
+    async def stop(self) -> None:
+        """A graceful stop: release every lease and leave, so the others take them at once."""
+        freed = await self.leases.leave(self.instance)
+        if freed:
+            self.metrics.partition_handovers.labels("released").inc(len(freed))
+        self.held = {}
+        self.metrics.partitions_owned.set(0)
+
+    def partition(self, table_id: str) -> int:
+        """The partition of ``table_id``."""
+        return partition_of(table_id, self.count)
+
+    def fence(self, tables: Iterable[str]) -> Fence:
+        """The fence for an append writing for ``tables``: ``Fenced`` (counted) when this
+        instance does not hold one of their partitions."""
+        partitions = {self.partition(table) for table in tables}
+        missing = [p for p in partitions if p not in self.held]
+        if missing:
+            self._fenced(missing)
+            raise Fenced(self.instance, missing)
+        return Fence(self.instance, {p: self.held[p] for p in sorted(partitions)})
+
+    async def append(
+        self,
+        appends: Sequence[StreamAppend],
+        outbox: Sequence[OutboxMessage] = (),
+        *,
+        tables: Iterable[str],
+    ) -> list[RecordedEvent]:
+        """``Ledger.append`` fenced by the partitions of ``tables`` (the tables whose rounds
+        the appends write): ``Fenced``, counted, unless this instance holds them all."""
+        fence = self.fence(tables)
+        try:
+            return await self.ledger.append(appends, outbox, fence=fence)
+        except Fenced as refused:
+            self._fenced(refused.partitions)
+            raise
+
+    def _fenced(self, refused: Iterable[int]) -> None:
+        partitions = sorted(refused)
+        for partition in partitions:
+            self.metrics.appends_fenced.labels(str(partition)).inc()
+            self.held.pop(partition, None)
+        log.warning("append fenced", partitions=partitions, code=Fenced.code)
