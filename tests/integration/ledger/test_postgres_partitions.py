@@ -6,12 +6,18 @@ rights, and an owner killed (no release) or stopped gracefully, timed."""
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import signal
+import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import asyncpg
 import pytest
+from ledger_suite import read_everything
 from partitions_suite import P, PartitionSuite, a_fact, eventually, fenced, table_in
 
 from croupier.ledger import Fenced, open_ledger
@@ -187,3 +193,118 @@ async def test_a_killed_owner_partitions_are_taken_within_the_term_and_a_poll(
                 task.cancel()
         await one.close()
         await two.close()
+
+
+async def test_an_owner_paused_by_sigstop_is_replaced_and_never_appends_again(
+    postgres_database: str,
+) -> None:
+    """A real process holds every partition and appends; SIGSTOP pauses it past its term.
+    Another instance takes the partitions within the term plus a poll and appends; once the
+    paused process resumes, every append it attempts is refused and counted, and none of
+    its events lands after the new owner's."""
+    async with open_ledger(postgres_database) as owner:
+        await owner.migrate(partitions=P)
+    term, poll, table = 2.0, 0.5, table_in(2)
+    child = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(Path(__file__).with_name("paused_owner.py")),
+        postgres_database,
+        table,
+        str(term),
+        str(poll),
+        stdout=asyncio.subprocess.PIPE,
+    )
+    assert child.stdout is not None
+    ledger = PostgresLedger(postgres_database)
+    b = PartitionOwner(ledger, "b", Metrics(), term=term, poll=poll)
+    stopping = asyncio.Event()
+    running: asyncio.Task[None] | None = None
+    try:
+
+        async def line() -> dict[str, float]:
+            assert child.stdout is not None
+            while True:  # its log lines are not JSON
+                text = await asyncio.wait_for(child.stdout.readline(), 30)
+                assert text, "the paused owner ended"
+                if text.startswith(b"{"):
+                    found: dict[str, float] = json.loads(text)
+                    return found
+
+        for _ in range(3):
+            assert "ok" in await line()
+        os.kill(child.pid, signal.SIGSTOP)
+        paused = time.monotonic()
+        running = asyncio.create_task(b.run(stopping))
+        await eventually(lambda: len(b.held) == P, term + poll + 5)
+        assert time.monotonic() - paused <= term + poll + 1.0
+        assert set(b.held.values()) == {2}
+        (mine,) = await b.append([a_fact(table)], tables=[table])
+        os.kill(child.pid, signal.SIGCONT)
+        after: list[dict[str, float]] = []
+        while not any("fenced" in line for line in after):
+            after.append(await line())
+        # the lines printed before the pause may still be in the pipe: none after it is ok
+        resumed = [line for line in after if "ok" not in line or line["ok"] > mine.position]
+        assert all("fenced" in line for line in resumed), resumed
+        assert after[-1]["fenced"] >= 1
+        events = await read_everything(ledger)
+        theirs = [e.position for e in events if ":paused-" in e.stream]
+        assert theirs and max(theirs) < mine.position
+    finally:
+        if child.returncode is None:
+            os.kill(child.pid, signal.SIGCONT)
+            child.kill()
+            await child.wait()
+        stopping.set()
+        if running is not None:
+            await running
+        await ledger.close()
+
+
+async def test_croupier_partitions_lists_owners_epochs_expiry_and_instances(
+    postgres_database: str,
+) -> None:
+    async with open_ledger(postgres_database) as owner:
+        await owner.migrate(partitions=P)
+    one, two = PostgresLedger(postgres_database), PostgresLedger(postgres_database)
+    try:
+        a = PartitionOwner(one, "instance-a", Metrics(), term=30)
+        b = PartitionOwner(two, "instance-b", Metrics(), term=30)
+        await a.balance()
+        await b.balance()
+        await a.balance()
+        await b.balance()
+        listed = await _croupier("partitions", "--ledger", postgres_database, "--json")
+        document = json.loads(listed)
+        assert document["partitions"] == P
+        rows = {row["partition"]: row for row in document["leases"]}
+        assert [(rows[p]["owner"], rows[p]["epoch"], rows[p]["state"]) for p in range(P)] == [
+            ("instance-a", 1, "owned") for _ in range(P // 2)
+        ] + [("instance-b", 2, "owned") for _ in range(P // 2)]
+        assert all(25 < rows[p]["expires_in_seconds"] <= 30 for p in range(P))
+        assert {(i["id"], i["partitions"]) for i in document["instances"]} == {
+            ("instance-a", P // 2),
+            ("instance-b", P // 2),
+        }
+        await a.stop()
+        text = await _croupier("partitions", "--ledger", postgres_database)
+        assert "partition  owner" in text
+        assert f"{P} partitions: {P // 2} owned, {P // 2} free or expired" in text
+        assert "instance-a" not in text
+    finally:
+        await one.close()
+        await two.close()
+
+
+async def _croupier(*args: str) -> str:
+    done = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "floor.cli",
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(done.communicate(), 60)
+    assert done.returncode == 0, err.decode()
+    return out.decode()

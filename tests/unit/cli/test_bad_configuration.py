@@ -144,7 +144,7 @@ CASES = [
     Case(
         "serve-schema-behind",
         ["serve"],
-        "the ledger schema is at version 0, this build needs 6: run `croupier migrate` as the",
+        "the ledger schema is at version 0, this build needs 7: run `croupier migrate` as the",
         {
             "CROUPIER_DATABASE_URL": "sqlite:///empty.db",
             "CROUPIER_LEDGER_SIGNING_KEY": "keys/ledger-signing.key",

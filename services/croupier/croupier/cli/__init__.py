@@ -59,6 +59,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "croupier.cli.commands.rounds",
         "list the ledger's open rounds and what each waits for",
     ),
+    "partitions": (
+        "croupier.cli.commands.partitions",
+        "list each partition's owner, epoch and lease expiry, and the instances",
+    ),
     "project": (
         "croupier.cli.commands.project",
         "project the ledger into the read models (checkpointed, resumable)",

@@ -18,11 +18,13 @@ from typing import Any
 from croupier.cli.console import (
     add_json_argument,
     add_ledger_argument,
+    bounded_int,
     ledger_at,
     ledger_of,
     print_json,
 )
 from croupier.errors import CommandError, reaching
+from croupier.ledger.partitions import DEFAULT_PARTITIONS, MAX_PARTITIONS
 from croupier.projection import open_store
 from croupier.projection.registry import load_projections
 
@@ -41,6 +43,13 @@ def register(subparsers: Any) -> None:
         help="also create (or grant) the service's login role, a member of croupier_app "
         "(password from CROUPIER_SERVICE_ROLE_PASSWORD)",
     )
+    parser.add_argument(
+        "--partitions",
+        type=bounded_int(1, MAX_PARTITIONS),
+        metavar="P",
+        help=f"the ledger's partition count, fixed when it is first set (default "
+        f"{DEFAULT_PARTITIONS}); once set, another count is refused",
+    )
     add_json_argument(parser)
     parser.set_defaults(run=run)
 
@@ -50,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     url = ledger_of(args)
     if args.service_role and not url.startswith(("postgresql://", "postgres://")):
         raise CommandError("--service-role needs a PostgreSQL ledger", "drop --service-role")
-    applied, role = asyncio.run(_migrate(url, args.service_role))
+    applied, role = asyncio.run(_migrate(url, args.service_role, args.partitions))
     if args.json:
         print_json({"applied": applied, "service_role": role})
     else:
@@ -60,9 +69,16 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _migrate(url: str, role: str | None) -> tuple[list[str], str | None]:
+async def _migrate(
+    url: str, role: str | None, partitions: int | None
+) -> tuple[list[str], str | None]:
+    from croupier.ledger import PartitionsFixed
+
     async with ledger_at(url, create=True) as ledger:
-        applied = await ledger.migrate()
+        try:
+            applied = await ledger.migrate(partitions)
+        except PartitionsFixed as error:
+            raise CommandError(str(error), "drop --partitions, or give the stored count") from None
         created = await open_store(ledger).setup(load_projections())
         applied += [f"read model {name}" for name in created]
     if not role:
