@@ -33,10 +33,10 @@ Fencing
     moment of the check; the lease rows are locked shared until the append commits, so no
     takeover, renewal or release of them can commit in between (PostgreSQL; SQLite's single
     writer lock serialises the same). Otherwise the append is refused with ``Fenced``,
-    naming the partitions, and nothing is written. So an instance that lost a partition
-    (paused, cut off, too slow to renew) can never append for its tables again, whatever
-    it believes it holds. An append without a fence is not checked: the single-instance
-    service appends as before.
+    naming the partitions, and nothing is written (a fence naming no partition checks
+    nothing). So an instance that lost a partition (paused, cut off, too slow to renew)
+    can never append for its tables again, whatever it believes it holds. An append
+    without a fence is not checked: the single-instance service appends as before.
 
 Bounds
     After an owner is killed, its partitions are free once their lease expires (the term)

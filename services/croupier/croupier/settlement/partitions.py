@@ -129,7 +129,9 @@ class PartitionOwner:
         self.metrics.partitions_owned.set(0)
 
     def partition(self, table_id: str) -> int:
-        """The partition of ``table_id``."""
+        """The partition of ``table_id`` (once :meth:`balance` has read the count)."""
+        if not self.count:
+            raise RuntimeError("the partition count is read by the first balance()")
         return partition_of(table_id, self.count)
 
     def fence(self, tables: Iterable[str]) -> Fence:
@@ -150,7 +152,8 @@ class PartitionOwner:
         tables: Iterable[str],
     ) -> list[RecordedEvent]:
         """``Ledger.append`` fenced by the partitions of ``tables`` (the tables whose rounds
-        the appends write): ``Fenced``, counted, unless this instance holds them all."""
+        the appends write): ``Fenced``, counted, unless this instance holds them all. No
+        tables, no partition to check: the append is not fenced."""
         fence = self.fence(tables)
         try:
             return await self.ledger.append(appends, outbox, fence=fence)
