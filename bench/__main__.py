@@ -12,6 +12,7 @@ import sys
 MODULES = (
     "bench.evaluator",
     "bench.ledger",
+    "bench.fencing",
     "bench.open_rounds",
     "bench.memory",
     "bench.odds",
