@@ -23,9 +23,11 @@ Tables (money in integer minor units; ``closed_at`` is the completing event's ga
 Each row comes from exactly one ledger fact and is only inserted; positions never change,
 so a page cursor (the last row's position) stays valid while rounds arrive. The documents
 are folded when the round closes from its stream up to the closing fact (earlier batches'
-facts are read in :meth:`RoundsProjection.gather`); later facts of a closed round are held
-or rejected events, which players never see. Staff recall folds the round's whole stream
-at each request (:mod:`croupier.history.recall`), so it shows those too.
+facts are read in :meth:`RoundsProjection.gather`), on plain data by
+:mod:`croupier.history.documents`, which gives the models' JSON byte for byte; later facts
+of a closed round are held or rejected events, which players never see. Staff recall folds
+the round's whole stream at each request (:mod:`croupier.history.recall`), so it shows
+those too.
 """
 
 from __future__ import annotations
