@@ -157,15 +157,23 @@ async def _append_a_row_as_the_owner(owner_url: str) -> None:
             return await owner.fetchrow(last) is not None
 
         await eventually(settled_some, 60, "the first feed is settled")
-        head = await owner.fetchrow(last)
-        at, prev = head["position"] + 1, head["hash"]
-        data = canonical_json({"note": "written by the owner"})
-        stamp = format_timestamp(datetime.now(UTC))
-        digest = row_hash(prev, at, "owner:1", 1, "owner.note", data, "owner-note", stamp)
-        await owner.execute(
-            "INSERT INTO events (position, stream, version, type, data, key, recorded_at, "
-            f"prev_hash, hash) VALUES ({at}, 'owner:1', 1, 'owner.note', '{data}', "
-            f"'owner-note', '{stamp}', '{prev}', '{digest}')"
-        )
+
+        async def written_on_top() -> bool:  # the service may append meanwhile: try again
+            head = await owner.fetchrow(last)
+            at, prev = head["position"] + 1, head["hash"]
+            data = canonical_json({"note": "written by the owner"})
+            stamp = format_timestamp(datetime.now(UTC))
+            digest = row_hash(prev, at, "owner:1", 1, "owner.note", data, "owner-note", stamp)
+            try:
+                await owner.execute(
+                    "INSERT INTO events (position, stream, version, type, data, key, "
+                    f"recorded_at, prev_hash, hash) VALUES ({at}, 'owner:1', 1, 'owner.note', "
+                    f"'{data}', 'owner-note', '{stamp}', '{prev}', '{digest}')"
+                )
+            except asyncpg.UniqueViolationError:
+                return False
+            return True
+
+        await eventually(written_on_top, 60, "the owner's row is written above the head")
     finally:
         await owner.close()
