@@ -123,15 +123,24 @@ class Column:
 
 @dataclass(frozen=True, slots=True)
 class Table:
-    """A read-model table: columns, primary key, and indexes (each a tuple of columns)."""
+    """A read-model table: columns, primary key, and indexes (each a tuple of columns).
+
+    ``inline_bytes`` (PostgreSQL): a row is compressed, and what is still too long moved
+    out of line (TOAST), only once it is longer than this (its ``toast_tuple_target``; 0
+    leaves the server's, about 2 kB). A table of documents that compress to a few kB keeps
+    each in its row: no second table and index to write, nor to read a row back from.
+    """
 
     name: str
     columns: tuple[Column, ...]
     key: tuple[str, ...]
     indexes: tuple[tuple[str, ...], ...] = ()
+    inline_bytes: int = 0
 
     def __post_init__(self) -> None:
         _check_name(self.name)
+        if self.inline_bytes and not 128 <= self.inline_bytes <= 8160:
+            raise ProjectionError(f"table {self.name}: inline_bytes runs from 128 to 8160")
         names = [c.name for c in self.columns]
         if len(set(names)) != len(names):
             raise ProjectionError(f"table {self.name}: repeated column names")

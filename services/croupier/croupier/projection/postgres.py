@@ -36,6 +36,7 @@ from croupier.projection.sql import (
     groups,
     insert_sql,
     numbered,
+    toast_option,
     upsert_sql,
 )
 
@@ -267,6 +268,11 @@ async def _setup(conn: Conn, projections: Sequence[Projection]) -> list[str]:
         for table in projection.tables:
             for statement in create_table(table, "postgres"):
                 await conn.execute(statement)
+            if table.inline_bytes:
+                # A table made before it had the option takes it for the rows written from
+                # now on. Only here, where setup writes DDL anyway: a projector that may not
+                # alter its tables still runs on tables made without it.
+                await conn.execute(f"ALTER TABLE {table.name} SET ({toast_option(table)})")
             await _grant(conn, table.name)
     return created
 

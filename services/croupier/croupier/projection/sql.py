@@ -41,11 +41,22 @@ def create_table(table: Table, dialect: Dialect) -> list[str]:
         f"{c.name} {types[c.type]}{'' if c.nullable else ' NOT NULL'}" for c in table.columns
     ]
     columns.append(f"PRIMARY KEY ({', '.join(table.key)})")
-    statements = [f"CREATE TABLE IF NOT EXISTS {table.name} ({', '.join(columns)})"]
+    storage = storage_options(table) if dialect == "postgres" else ""
+    statements = [f"CREATE TABLE IF NOT EXISTS {table.name} ({', '.join(columns)}){storage}"]
     for index in table.indexes:
         name = f"{table.name}__{'_'.join(index)}"[:63]
         statements.append(f"CREATE INDEX IF NOT EXISTS {name} ON {table.name} ({', '.join(index)})")
     return statements
+
+
+def storage_options(table: Table) -> str:
+    """PostgreSQL's ``WITH (...)`` of ``table`` (empty when it has none)."""
+    return f" WITH ({toast_option(table)})" if table.inline_bytes else ""
+
+
+def toast_option(table: Table) -> str:
+    """The storage parameter ``inline_bytes`` sets, as ``pg_class.reloptions`` lists it."""
+    return f"toast_tuple_target={table.inline_bytes}"
 
 
 def insert_sql(table: Table, columns: Sequence[str], dialect: Dialect) -> str:
