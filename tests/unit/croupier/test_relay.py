@@ -4,23 +4,25 @@ A result the broker refuses is set aside, counted once and never blocks the ones
 only the lease holder publishes, and another relay takes over when the holder stops
 renewing; rejections recorded in the ledger reach the dead-letter exchange exactly once,
 even when the process stops between the commit and the publish; across key rotations each
-key's relay publishes what its predecessors left pending.
+key's relay publishes what its predecessors left pending; pages are listed and marked
+while the broker confirms the one between, and a failure there loses nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from croupier_feeds import RoundFeed, line
 
-from croupier.bus import CODE_HEADER, REASON_HEADER, Outgoing
+from croupier.bus import CODE_HEADER, REASON_HEADER, BusError, Outgoing, Refused
 from croupier.bus.memory import MemoryBus
-from croupier.ledger import Ledger, open_ledger
+from croupier.ledger import Ledger, PendingMessage, open_ledger
 from croupier.ledger.keyring import KeyEntry, Keyring
 from croupier.ledger.signing import LedgerKey
 from croupier.metrics import Metrics
@@ -220,3 +222,71 @@ async def test_a_small_round_is_published_while_a_huge_one_still_is(ledger: Ledg
     assert sorted(order) == sorted(written)
     assert [m for m in order if m != small] == written[:-1]  # the huge round's own order
     assert await ledger.pending_outbox() == []
+
+
+class SlowBroker(MemoryBus):
+    """Confirms each page after a pause; fails the page numbered ``fail_page`` (from 1)."""
+
+    def __init__(self, fail_page: int | None = None) -> None:
+        super().__init__()
+        self.fail_page = fail_page
+        self.pages = 0
+        self.in_flight = False
+        self.confirmed: set[str] = set()
+
+    async def publish(self, messages: Sequence[Outgoing]) -> list[Refused]:
+        self.pages += 1
+        self.in_flight = True
+        try:
+            await asyncio.sleep(0.02)  # the broker's confirms
+            if self.pages == self.fail_page:
+                raise BusError("the connection dropped before the confirms")
+            refused = await super().publish(messages)
+        finally:
+            self.in_flight = False
+        self.confirmed.update(m.message_id for m in messages)
+        return refused
+
+
+async def test_pages_are_listed_and_marked_while_the_broker_confirms(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The relay lists the next page and marks the last one while the broker confirms the
+    page in between; a message is marked only once confirmed, each exactly once; a
+    failure in the middle loses nothing (what was in flight is published again)."""
+    table = TableSpec("shared", "casino-holdem/classic", players=3_000)
+    feed = [m.body for m in simulate(StudioConfig(tables=(table,), rounds=1, seed=3))]
+    await Settler(ledger).handle(deliveries(feed))
+    written = {m.message_id for m in await ledger.pending_outbox(10_000)}
+    assert len(written) == 3_000
+
+    broker = SlowBroker(fail_page=4)
+    got: list[str] = []
+    broker.subscribe("#", lambda message: got.append(message.message_id))
+    overlapped = {"listings": 0, "marks": 0}
+    marked: list[str] = []
+    list_pending, mark = ledger.pending_outbox, ledger.mark_published
+
+    async def listing(*args: Any, **kwargs: Any) -> list[PendingMessage]:
+        overlapped["listings"] += broker.in_flight
+        return await list_pending(*args, **kwargs)
+
+    async def marking(message_ids: Iterable[str]) -> None:
+        ids = list(message_ids)
+        assert set(ids) <= broker.confirmed, "marked before the broker confirmed it"
+        overlapped["marks"] += broker.in_flight
+        await mark(ids)
+        marked.extend(ids)
+
+    monkeypatch.setattr(ledger, "pending_outbox", listing)
+    monkeypatch.setattr(ledger, "mark_published", marking)
+    relay = OutboxRelay(ledger, broker, Metrics(), batch=500)
+    assert await relay.hold()
+    with pytest.raises(BusError):
+        await relay.relay_pending()
+    before = len(marked)
+    assert 0 < before < 3_000  # the pages before the failure, not the one in flight
+    assert await relay.relay_pending() == 3_000 - before
+    assert await ledger.pending_outbox() == []
+    assert set(got) == written and len(marked) == len(set(marked)) == 3_000
+    assert overlapped["listings"] >= 4 and overlapped["marks"] >= 4

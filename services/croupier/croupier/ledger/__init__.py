@@ -497,7 +497,10 @@ class Ledger(ABC):
         return 0
 
     async def pending_outbox(
-        self, limit: int = 100, per_event: int | None = None
+        self,
+        limit: int = 100,
+        per_event: int | None = None,
+        skip: Collection[str] = frozenset(),
     ) -> list[PendingMessage]:
         """Up to ``limit`` unpublished messages, oldest first (set-aside ones left out).
 
@@ -506,6 +509,12 @@ class Ledger(ABC):
         at most that many messages of one event, the oldest of it, then the listing goes
         on with the next event's, so a large settlement does not hold back later ones;
         when no later event has a message waiting, the event goes on past its turn.
+
+        ``skip``: the messages of the page this listed last, in flight (the broker's
+        confirms not in yet): left out, and not done either; the published floor stays
+        below them. When that page took every pending row from its start to its end (no
+        turn, no seek), the listing starts after it: the rows up to its end are done or in
+        it, so they are not read again.
         """
         pending: list[tuple[PendingMessage, int]] = []
         floor = self._floor
@@ -513,7 +522,13 @@ class Ledger(ABC):
         taken: Counter[int] = Counter()
         waiting: set[int] = set()  # events with a pending message met in this listing
         prefix: int | None = None  # messages listed before the first turn taken
-        rows = await self._outbox_after(after, limit)
+        sought = False  # whether the listing skipped rows it did not read
+        fetch = limit + len(skip)
+        if skip and floor.through is not None and floor.through[0] > after:
+            after, contiguous = floor.through[0], False
+            waiting.update(floor.through[1])  # their events have messages in flight
+            fetch = limit
+        rows = await self._outbox_after(after, fetch)
         while rows and len(pending) < limit:
             await self._check_marks(rows)
             seek: list[OutboxRow] | None = None
@@ -522,6 +537,7 @@ class Ledger(ABC):
                 resume = floor.resume.get(position, 0)
                 if row.seq < resume and not contiguous:
                     seek = await self._outbox_after(resume - 1, limit)  # skip its done part
+                    sought = True
                     break
                 done = (
                     row.message_id in floor.aside
@@ -533,6 +549,9 @@ class Ledger(ABC):
                 elif done:
                     if position not in waiting:
                         floor.resume[position] = row.seq + 1
+                elif row.message_id in skip:
+                    contiguous = False
+                    waiting.add(position)
                 else:
                     contiguous = False
                     waiting.add(position)
@@ -542,7 +561,7 @@ class Ledger(ABC):
                         break
                     if per_event is not None and taken[position] >= per_event:
                         later = await self._outbox_past(position, limit)
-                        if await self._none_pending(later, limit):
+                        if await self._none_pending(later, limit, skip):
                             per_event = None  # no other event waits: this one goes on
                             continue
                         prefix = len(pending) if prefix is None else prefix
@@ -553,18 +572,24 @@ class Ledger(ABC):
             if seek is None:
                 break
             rows = seek
-        floor.listed([(m.message_id, seq) for m, seq in pending[:prefix]])
+        page = [(m.message_id, seq) for m, seq in pending[:prefix]]
+        whole = prefix is None and not sought
+        positions = {m.position for m, _ in pending} if whole else set()
+        floor.listed(page, in_flight=bool(skip), whole=whole, positions=positions)
         return [m for m, _ in pending]
 
-    async def _none_pending(self, rows: Sequence[OutboxRow], limit: int) -> bool:
+    async def _none_pending(
+        self, rows: Sequence[OutboxRow], limit: int, skip: Collection[str] = frozenset()
+    ) -> bool:
         """Whether ``rows``, every outbox row past an event (fewer than ``limit``: all of
-        them), hold no message waiting its turn."""
+        them), hold no message waiting its turn (those in ``skip`` are in flight)."""
         if len(rows) >= limit:
             return False
         await self._check_marks(rows)
         floor, trust = self._floor, self.trust
         return all(
             row.message_id in floor.aside
+            or row.message_id in skip
             or trust.published(row.message_id, row.marks, row.position)
             or (row.aside and trust.keyring is None)
             for row in rows

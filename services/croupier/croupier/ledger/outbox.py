@@ -3,6 +3,7 @@ published floor."""
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -48,6 +49,11 @@ class PublishedFloor:
     lock, so they become visible in ``seq`` order, and markers are never removed. Listing
     moves the floor over the done rows it meets before the first pending one; once every
     row of a listed page is marked published (or set aside), over the whole page.
+
+    A page may be listed while the one before it is still in flight (the relay lists the
+    next page while the broker confirms the last, and leaves that one's rows out): the
+    pages listed so are kept in order, and the floor moves over a page only once it and
+    every page listed before it are done. A listing with nothing in flight starts over.
     """
 
     def __init__(self) -> None:
@@ -56,18 +62,41 @@ class PublishedFloor:
         #: Beyond the floor, by event position: every row of that event with ``seq`` up to
         #: this is done (met by a listing that took turns: the floor waits on another event).
         self.resume: dict[int, int] = {}
-        self._page: dict[str, int] = {}
+        #: Listed pages not done yet, oldest first: the highest seq of each, and its
+        #: messages not marked yet.
+        self._pages: deque[tuple[int, set[str]]] = deque()
+        #: The last listing, when it took every pending row from its start to its end:
+        #: that end, and the events of its messages (a listing while they are in flight
+        #: starts there).
+        self.through: tuple[int, frozenset[int]] | None = None
 
-    def listed(self, page: Sequence[tuple[str, int]]) -> None:
-        """``pending_outbox`` returned these (message_id, seq), in seq order."""
-        self._page = dict(page)
+    def listed(
+        self,
+        page: Sequence[tuple[str, int]],
+        *,
+        in_flight: bool = False,
+        whole: bool = False,
+        positions: Iterable[int] = (),
+    ) -> None:
+        """``pending_outbox`` returned these (message_id, seq), in seq order; with
+        ``in_flight``, while the pages listed before were not marked yet; ``whole``: it
+        took every pending row from its start to its end (the events: ``positions``)."""
+        if not in_flight:
+            self._pages.clear()
+        if page:
+            self._pages.append((max(seq for _, seq in page), {m for m, _ in page}))
+        self.through = (page[-1][1], frozenset(positions)) if whole and page else None
 
     def marked(self, message_ids: Iterable[str]) -> None:
         """``mark_published`` recorded these message ids."""
         done = set(message_ids) | self.aside
-        if self._page and self._page.keys() <= done:
-            self.seq = max(self.seq, *self._page.values())
-            self._page = {}
+        for _, waiting in self._pages:
+            waiting -= done
+        moved = False
+        while self._pages and not self._pages[0][1]:
+            self.seq = max(self.seq, self._pages.popleft()[0])
+            moved = True
+        if moved:
             self.resume = {p: s for p, s in self.resume.items() if s > self.seq}
 
     def set_aside(self, message_ids: Iterable[str]) -> None:

@@ -37,6 +37,12 @@ Guarantees:
   fact waiting, a huge one takes whole pages. The messages of one fact are published in
   outbox order; across facts (rounds) there is no order, even for one player (docs/feed.md,
   "Order").
+- Pipelined (``relay_pending``): while the broker confirms a page, the page before it is
+  marked published and the next one listed, leaving the page in flight out
+  (``Ledger.pending_outbox(skip=...)``); a large settlement's pages cost the broker's
+  confirms rather than those plus the database's round trips. Marks go in page order, each
+  after its own page's confirms; a failure drops what is in flight (published again later).
+  Guarded by tests/unit/croupier/test_relay.py.
 - Linear in the round: a fact is read, hashed and vouched for once, and the messages it
   calls for derived once (``Derivations``), however many pages its messages span: a shared
   hand of N players costs the relay O(N), not O(N) per message or per page. A large fact
@@ -53,8 +59,8 @@ import socket
 import time
 import uuid
 from collections import Counter, OrderedDict
-from collections.abc import Mapping, Sequence
-from typing import Final
+from collections.abc import Awaitable, Mapping, Sequence
+from typing import Final, TypeVar, cast
 
 import structlog
 
@@ -78,6 +84,9 @@ DERIVED_KEPT: Final = 250_000
 DERIVE_INLINE: Final = 256 * 1024
 #: A page holds at most this many messages of one settlement before the next one's turn.
 TURN: Final = 250
+
+A = TypeVar("A")
+B = TypeVar("B")
 
 
 def instance_name() -> str:
@@ -117,6 +126,7 @@ class OutboxRelay:
         #: Messages of the last page whose publish marks vanished (nothing relays meanwhile).
         self.marks_missing = 0
         self.derivations = Derivations()
+        self._backlog = 0
         self._renewed = 0.0
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()
@@ -135,7 +145,7 @@ class OutboxRelay:
         delay = 0.1
         while not self._stopping.is_set():
             try:
-                sent = await self.relay_once() if await self.hold() else 0
+                sent = await self.relay_pending() if await self.hold() else 0
                 self.healthy = True
                 delay = 0.1
             except Exception as error:
@@ -184,26 +194,80 @@ class OutboxRelay:
 
     async def relay_once(self) -> int:
         """Publish one page of pending messages; the number taken off the outbox."""
-        pending = await self.ledger.pending_outbox(self.batch, per_event=self.turn)
+        return await self._relay(pages=1)
+
+    async def relay_pending(self) -> int:
+        """Publish page after page while messages are pending (the lease held, not asked
+        to stop); the number taken off the outbox.
+
+        Pipelined: while the broker confirms one page, the page before it is marked
+        published and the next one is listed (leaving the page in flight out), so a
+        large settlement's pages cost the broker's confirms, not those plus two database
+        round trips each. Marks are recorded in page order, each only after its page's
+        confirms; a failure drops what is in flight, which is published again later with
+        the same ``message_id``.
+        """
+        return await self._relay(pages=None)
+
+    async def _relay(self, pages: int | None) -> int:
+        pending = await self._list(frozenset())
+        taken, done = 0, None
+        while pending:
+            if await self._marks_missing(pending):
+                break
+            vouched = await self._vouched(pending)
+            sendable = [m for m in pending if m.message_id in vouched]
+            taken += len(pending)
+            pages = None if pages is None else pages - 1
+            go_on = self.more and pages != 0
+            publishing = self._publish(sendable, vouched)
+            after = self._after(done, pending if go_on else None)
+            refused, pending = await _both(publishing, after)
+            done = (sendable, refused)
+        if done is not None:
+            await self._mark(*done)
+        self.metrics.outbox_backlog.set(self._backlog if self.more else 0)
+        return taken
+
+    async def _list(self, in_flight: frozenset[str]) -> list[PendingMessage]:
+        """The next page (``in_flight``: the ids of the page the broker confirms now)."""
+        pending = await self.ledger.pending_outbox(self.batch, per_event=self.turn, skip=in_flight)
         turns = Counter(m.position for m in pending)
         self.more = len(pending) == self.batch or max(turns.values(), default=0) >= self.turn
+        self._backlog = len(pending)
         self.metrics.outbox_backlog.set(len(pending))
-        if not pending or await self._marks_missing(pending):
-            return 0
-        vouched = await self._vouched(pending)
-        sendable = [m for m in pending if m.message_id in vouched]
-        refused = {}
-        if sendable:
-            outgoing_page = [vouched[m.message_id] for m in sendable]
-            refused = {r.message_id: r for r in await self.sink.publish(outgoing_page)}
-        published = [m for m in sendable if m.message_id not in refused]
+        return pending
+
+    async def _publish(
+        self, sendable: Sequence[PendingMessage], vouched: Mapping[str, Outgoing]
+    ) -> dict[str, Refused]:
+        """Publish with confirms; what the broker refused, by id."""
+        if not sendable:
+            return {}
+        outgoing_page = [vouched[m.message_id] for m in sendable]
+        return {r.message_id: r for r in await self.sink.publish(outgoing_page)}
+
+    async def _after(
+        self,
+        done: tuple[Sequence[PendingMessage], Mapping[str, Refused]] | None,
+        in_flight: Sequence[PendingMessage] | None,
+    ) -> list[PendingMessage]:
+        """While a page is in flight: mark the page before it, then list the next one
+        (none when ``in_flight`` is None, or the lease is lost, or the relay stops)."""
+        if done is not None:
+            await self._mark(*done)
+        if in_flight is None or self._stopping.is_set() or not await self.hold():
+            return []
+        return await self._list(frozenset(m.message_id for m in in_flight))
+
+    async def _mark(self, sent: Sequence[PendingMessage], refused: Mapping[str, Refused]) -> None:
+        """Record a confirmed page: published, and what the broker refused set aside."""
+        published = [m for m in sent if m.message_id not in refused]
         await self.ledger.mark_published([m.message_id for m in published])
         if refused:
             await self.ledger.set_aside({i: f"{r.kind}: {r.reason}" for i, r in refused.items()})
             self._count_set_aside(list(refused.values()))
         self._count_published(published)
-        self.metrics.outbox_backlog.set(len(pending) if self.more else 0)
-        return len(pending)
 
     async def _marks_missing(self, pending: Sequence[PendingMessage]) -> bool:
         """Whether publish marks of messages a signed head records published are gone:
@@ -232,7 +296,7 @@ class OutboxRelay:
         if not self.active:
             return
         async with asyncio.timeout(timeout):
-            while await self.relay_once() and self.more:
+            while await self.relay_pending() and self.more:
                 pass
 
     async def _vouched(self, pending: Sequence[PendingMessage]) -> dict[str, Outgoing]:
@@ -373,6 +437,23 @@ async def derive(
             reason=published,
         )
     return vouched, refused
+
+
+async def _both(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:
+    """Both results, run concurrently; if one fails, the other is cancelled and the
+    failure raised (the first one, when both fail)."""
+    one, two = asyncio.ensure_future(first), asyncio.ensure_future(second)
+    try:
+        await asyncio.wait({one, two}, return_when=asyncio.FIRST_EXCEPTION)
+    finally:
+        for task in (one, two):
+            if not task.done():
+                task.cancel()
+        await asyncio.wait({one, two})
+    for task in (one, two):
+        if not task.cancelled() and task.exception() is not None:
+            raise cast(BaseException, task.exception())
+    return one.result(), two.result()
 
 
 def _derived(
