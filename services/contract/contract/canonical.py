@@ -44,6 +44,18 @@ def canonical_json(value: Any) -> str:
 
 
 _write_sorted = msgspec.json.Encoder(order="sorted").encode
+_read = msgspec.json.Decoder().decode
+
+
+def read_json(text: str) -> Any:
+    """``json.loads(text)``, by msgspec (several times faster) for what it reads alike:
+    JSON text that the ``json`` module reads to the same value. What msgspec refuses and
+    the ``json`` module takes (a number beyond a float, NaN, a lone surrogate escape) is
+    read by the ``json`` module, so the value is always ``json.loads``'."""
+    try:
+        return _read(text)
+    except msgspec.DecodeError:
+        return json.loads(text)
 
 
 class Encoded(dict[str, Any]):

@@ -12,7 +12,7 @@ from contract_examples import VALID
 from hypothesis import given
 from hypothesis import strategies as st
 
-from contract.canonical import Encoded, canonical_json
+from contract.canonical import Encoded, canonical_json, read_json
 from contract.events import from_model, read_event
 from contract.feed import EventType, RoundVoided, RoundVoidedPayload, parse_event
 from croupier.settlement.round import received
@@ -89,3 +89,27 @@ def test_a_void_croupier_writes_itself_is_dumped_the_same() -> None:
     arrival = received(from_model(void))
     assert arrival.dump == void.model_dump(mode="json")
     assert arrival.dump.text == canonical_json(void.model_dump(mode="json"))
+
+
+_FINITE = st.floats(allow_nan=False, allow_infinity=False)
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | _FINITE | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=16,
+)
+
+
+@given(_JSON_VALUES)
+def test_read_json_reads_what_the_json_module_reads(value: Any) -> None:
+    for text in (canonical_json(value), json.dumps(value), json.dumps(value, indent=1)):
+        got = read_json(text)
+        assert got == json.loads(text) and canonical_json(got) == canonical_json(value)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["1e400", "-1e400", "NaN", '"\\ud800"', '{"a":"\\udfff x"}', "123456789012345678901234567890"],
+)
+def test_read_json_takes_what_msgspec_refuses_as_the_json_module_does(text: str) -> None:
+    want, got = json.loads(text), read_json(text)
+    assert repr(got) == repr(want)

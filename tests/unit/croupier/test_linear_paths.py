@@ -24,10 +24,10 @@ import pytest
 from croupier.bus import DEAD_LETTER_EXCHANGE
 from croupier.bus.memory import MemoryBus
 from croupier.cli import main
-from croupier.ledger import Ledger, batch, chain, open_ledger
+from croupier.ledger import Ledger, OutboxMessage, batch, chain, open_ledger
 from croupier.ledger.signing import PRIVATE_KEY_FILE, LedgerKey
 from croupier.metrics import Metrics
-from croupier.settlement import results
+from croupier.settlement import results, settler
 from croupier.settlement.deadletters import LETTERS
 from croupier.settlement.relay import OutboxRelay
 from croupier.settlement.settler import Inbound, Settler
@@ -55,11 +55,17 @@ def counting(monkeypatch: pytest.MonkeyPatch, work: Work | None = None) -> Itera
     """Count the work done inside the block (function calls: of this thread)."""
     work = work or Work()
     build, digest = results.result_bodies, chain.row_hash
+    chunks = settler.decided_result_chunks
 
     def bodies(closed: Any) -> list[dict[str, Any]]:
         built = build(closed)
         work.bodies += len(built)
         return built
+
+    def decided(*args: Any) -> Iterator[list[OutboxMessage]]:
+        for chunk in chunks(*args):  # bodies written with their text (settler, relay)
+            work.bodies += len(chunk)
+            yield chunk
 
     def hashed(prev: str, position: int, stream: str, version: int, *rest: str) -> str:
         work.hashed += len(rest[1])  # the fact's data
@@ -67,6 +73,8 @@ def counting(monkeypatch: pytest.MonkeyPatch, work: Work | None = None) -> Itera
 
     with monkeypatch.context() as patch:
         patch.setattr(results, "result_bodies", bodies)
+        patch.setattr(settler, "decided_result_chunks", decided)
+        patch.setattr(results, "decided_result_chunks", decided)
         patch.setattr(chain, "row_hash", hashed)
         patch.setattr(batch, "row_hash", hashed)
         profiler = cProfile.Profile()

@@ -3,14 +3,16 @@
 A random round: distinct cards for one to three boxes, one to three players per box, stakes
 within the table's limits, any side bets the table offers, and any decisions (missing ones
 included). Whatever the deal, every bet must come back as 0, its stake, or its stake plus a
-multiple of a line of its spot's pay table, and the round must add up.
+multiple of a line of its spot's pay table, and the round must add up; and settling each
+kind of seat once (``holdem.kinds``) gives every seat what settling the round gives it.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+import pytest
 from holdem_rounds import play, wager
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -34,7 +36,9 @@ from holdem import (
     settle,
     void,
 )
+from holdem.bets import SettlementError
 from holdem.casino_holdem import dealer_qualifies
+from holdem.kinds import SeatKind, settle_kinds
 from holdem.paytable import Game
 
 TABLES = [load_paytable(paytable_id) for paytable_id in paytable_ids()]
@@ -304,3 +308,44 @@ def test_void_of_a_casino_holdem_round_with_a_fold_and_a_call() -> None:
         "aa2": 200,
         "c2": 600,
     }
+
+
+@given(rounds())
+def test_each_kind_of_seat_settled_once_gives_every_seat_of_it_its_results(
+    round_: Round,
+) -> None:
+    """``holdem.kinds``: without a jackpot wager, a seat's results are those of its kind
+    (box, wagers' spots and stakes, decisions); with one, the round goes bet by bet."""
+    seats: dict[tuple[str, str], list[Wager]] = {}
+    for w in round_.wagers:
+        seats.setdefault((w.player, w.box), []).append(w)
+    kinds = [
+        SeatKind(
+            seat[0].box,
+            tuple((w.spot, w.amount) for w in seat),
+            tuple(
+                (d.stage, d.action, d.amount)
+                for d in round_.decisions
+                if d.ante_bet_id == seat[0].bet_id
+            ),
+        )
+        for seat in seats.values()
+    ]
+    if any(w.spot is Spot.JACKPOT for w in round_.wagers):
+        with pytest.raises(SettlementError):
+            settle_kinds(round_.table, round_.deal, kinds)
+        return
+    whole = settle(round_.table, round_.deal, round_.wagers, round_.decisions, None)
+    by_id = {r.bet_id: r for r in whole.results}
+    by_kind, hands = settle_kinds(round_.table, round_.deal, kinds)
+    assert hands == dict(whole.hands)
+    for seat, kind in zip(seats.values(), by_kind, strict=True):
+        ante = seat[0].bet_id
+        for w, got in zip(seat, kind.wagers, strict=True):
+            assert replace(got, bet_id=w.bet_id, player=w.player) == by_id[w.bet_id]
+        mine = [d for d in round_.decisions if d.ante_bet_id == ante]
+        plays = {i: d for i, d in enumerate(mine) if d.action in (Action.CALL, Action.BET)}
+        assert kind.plays.keys() == plays.keys()
+        for index, d in plays.items():
+            want = by_id[str(d.bet_id)]
+            assert replace(kind.plays[index], bet_id=want.bet_id, player=want.player) == want

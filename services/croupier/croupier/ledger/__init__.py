@@ -110,7 +110,6 @@ Faults
 
 from __future__ import annotations
 
-import json
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Callable, Collection, Coroutine, Iterable, Mapping, Sequence
@@ -120,6 +119,7 @@ from functools import wraps
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, NamedTuple, ParamSpec, TypeVar
 
+from contract.canonical import read_json
 from croupier.config import LEASE_LIMIT
 from croupier.ledger.audit import Audit, LetterRule, OutboxRule
 from croupier.ledger.chain import (
@@ -941,7 +941,7 @@ class Ledger(ABC):
 
 
 def _pending(row: OutboxRow) -> PendingMessage:
-    body = json.loads(row.body)
+    body = read_json(row.body)
     return PendingMessage(
         row.message_id,
         row.exchange,

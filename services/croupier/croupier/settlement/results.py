@@ -9,12 +9,11 @@ The same shaping serves the settler (writing the outbox), the relay and ``verify
 from __future__ import annotations
 
 import hashlib
-import json
 import uuid
 from collections.abc import Iterator, Mapping
-from typing import Any, Final
+from typing import Any, Final, cast
 
-from contract.canonical import Encoded, canonical_json
+from contract.canonical import Encoded, canonical_json, quote, read_json
 from croupier.bus import SETTLEMENTS_EXCHANGE
 from croupier.ledger import OutboxMessage
 from croupier.ledger.audit import Expected
@@ -93,8 +92,10 @@ def decided_result_messages(
     fact_type: str, data: Mapping[str, Any], key: str
 ) -> list[OutboxMessage]:
     """:func:`result_messages` of a closing fact the Round has just decided, each body
-    :class:`~contract.canonical.Encoded` with its canonical text (written once, by msgspec:
-    the Round's results hold integers and text, never a float)."""
+    :class:`~contract.canonical.Encoded` with its canonical text, written once from its
+    parts (the Round's results hold integers and text, never a float); the bodies are
+    :func:`result_bodies`' and each text is their ``canonical_json``, byte for byte (held
+    to it by tests/unit/croupier/test_settle_by_kind.py)."""
     return [m for chunk in decided_result_chunks(fact_type, data, key, 1 << 62) for m in chunk]
 
 
@@ -102,13 +103,89 @@ def decided_result_chunks(
     fact_type: str, data: Mapping[str, Any], key: str, size: int
 ) -> Iterator[list[OutboxMessage]]:
     """:func:`decided_result_messages` ``size`` at a time, so a caller can let other work
-    run between the chunks of a large round. The bodies are built once, before the first
-    chunk; each chunk is encoded as it is taken."""
+    run between the chunks of a large round. The bets are grouped by player once, before
+    the first chunk; each chunk's bodies are built as it is taken, each with its canonical
+    text written straight from its parts (:func:`_body_text`)."""
     if fact_type not in (SETTLED, VOIDED):
         return
-    bodies = result_bodies(data)
-    for start in range(0, len(bodies), size):
-        yield [_message(Encoded.plain(body), key) for body in bodies[start : start + size]]
+    closed = closing(data)
+    event = closed["event"]
+    table_id, round_id = event["table_id"], event["round_id"]
+    ends: dict[tuple[str, str, int, int], str] = {}  # a bet's text after its bet_id
+    # By player and currency: the bets, their texts, the stake total, the returned total.
+    by_owner: dict[tuple[str, str], list[Any]] = {}
+    for line in closed["results"]:
+        spot, stake, returned = line["spot"], line["stake"], line["returned"]
+        outcome, bet_id = line["outcome"], line["bet_id"]
+        end = ends.get((outcome, spot, stake, returned))
+        if end is None:
+            end = ends[outcome, spot, stake, returned] = _bet_end(outcome, returned, spot, stake)
+        owner = (line["player_id"], line["currency"])
+        entry = by_owner.get(owner)
+        if entry is None:
+            entry = by_owner[owner] = [[], [], 0, 0]
+        entry[0].append(
+            {
+                "bet_id": bet_id,
+                "spot": spot,
+                "stake": stake,
+                "returned": returned,
+                "outcome": outcome,
+            }
+        )
+        quoted = quote(bet_id) if type(bet_id) is str else _json(bet_id)
+        entry[1].append(f'{{"bet_id":{quoted}{end}')
+        entry[2] += stake
+        entry[3] += returned
+    owners = list(by_owner.items())
+    ids = f',"round_id":{_json(round_id)}', f',"table_id":{_json(table_id)}'
+    for start in range(0, len(owners), size):
+        chunk = []
+        for (player, currency), (bets, texts, staked, back) in owners[start : start + size]:
+            body = {
+                "message_id": message_id(table_id, round_id, player, currency),
+                "table_id": table_id,
+                "round_id": round_id,
+                "player_id": player,
+                "currency": currency,
+                "bets": bets,
+                "stake_total": staked,
+                "returned_total": back,
+            }
+            text = _body_text(body, texts, ids)
+            chunk.append(_message(Encoded.with_text(body, text), key))
+        yield chunk
+
+
+def _bet_end(outcome: str, returned: int, spot: str, stake: int) -> str:
+    """A bet's canonical text after its ``bet_id`` (keys in canonical order)."""
+    return (
+        f',"outcome":{_json(outcome)},"returned":{_json(returned)},'
+        f'"spot":{_json(spot)},"stake":{_json(stake)}}}'
+    )
+
+
+def _body_text(body: Mapping[str, Any], bets: list[str], ids: tuple[str, str]) -> str:
+    """``canonical_json(body)`` of a result body, written from its parts: the keys in
+    canonical order, each value as ``canonical_json`` writes it, the bets' texts (``bets``)
+    and the round's and table's members (``ids``) spliced in."""
+    round_member, table_member = ids
+    return (
+        f'{{"bets":[{",".join(bets)}],"currency":{_json(body["currency"])},'
+        f'"message_id":{_json(body["message_id"])},"player_id":{_json(body["player_id"])},'
+        f'"returned_total":{_json(body["returned_total"])}{round_member},'
+        f'"stake_total":{_json(body["stake_total"])}{table_member}}}'
+    )
+
+
+def _json(value: Any) -> str:
+    """``canonical_json(value)``: text and integers (what a Round writes) directly."""
+    kind = type(value)
+    if kind is str:
+        return quote(value)
+    if kind is int:
+        return str(value)
+    return canonical_json(value)
 
 
 def _message(body: Mapping[str, Any], key: str) -> OutboxMessage:
@@ -122,11 +199,13 @@ def outbox_rule(fact_type: str, data: str) -> list[Expected]:
 
     The relay publishes only messages this re-derives from a chained fact, and ``verify``
     reports every outbox row that is not one of them, and every one of them that is missing:
-    every kind of message the settler puts in the outbox must be derivable here.
+    every kind of message the settler puts in the outbox must be derivable here. Each body's
+    text is written from its parts (``canonical_json`` of the body, byte for byte).
     """
     if fact_type not in (SETTLED, VOIDED):
         return []
+    messages = decided_result_messages(fact_type, read_json(data), "")
     return [
-        Expected(m.message_id, m.exchange, m.routing_key, canonical_json(m.body))
-        for m in result_messages(fact_type, json.loads(data), "")
+        Expected(m.message_id, m.exchange, m.routing_key, cast(Encoded, m.body).text)
+        for m in messages
     ]

@@ -57,6 +57,7 @@ from contract.events import (
 from contract.feed import MAX_REASON_LENGTH, MAX_SEQ, SCHEMA_VERSION, EventType, Target
 from croupier.settlement.facts import DealCards, Fact, Movement, PayTableRef, Posting, ResultLine
 from holdem import PayTable, Spot, Stage
+from holdem.kinds import SeatKind, settle_kinds
 from holdem.schedule import (
     PLAY_SPOTS,
     DecisionStage,
@@ -501,17 +502,11 @@ class Round:
             dealer=(self.dealer[0], self.dealer[1]),
             board=tuple(self.board),
         )
-        results: list[ResultLine] = []
-        movements: list[Movement] = []
-        hands: dict[str, str] = {}
-        for currency, wagers, decisions in self._by_currency():
-            jackpot = any(w.spot is Spot.JACKPOT for w in wagers)
-            meter = meters(table, currency) if jackpot else None
-            settled = holdem.settle(table, deal, wagers, decisions, meter)
-            results += [_result_data(r, currency) for r in settled.results]
-            if settled.meter is not None:
-                movements.append(_movement_data(settled.meter, currency))
-            hands = dict(settled.hands)
+        by_kind = self._settle_by_kind(table, deal)
+        if by_kind is None:
+            results, movements, hands = self._settle_per_bet(table, deal, meters)
+        else:
+            (results, hands), movements = by_kind, []
         return arrival.fact(
             SETTLED,
             f"{arrival.event.event_id}:settled",
@@ -523,6 +518,121 @@ class Round:
             jackpot=movements,
             postings=postings(results, movements),
         )
+
+    def _settle_per_bet(
+        self, table: PayTable, deal: holdem.Deal, meters: MeterReader
+    ) -> tuple[list[ResultLine], list[Movement], dict[str, str]]:
+        """Every wager through :func:`holdem.settle`, one currency at a time."""
+        results: list[ResultLine] = []
+        movements: list[Movement] = []
+        hands: dict[str, str] = {}
+        for currency, wagers, decisions in self._by_currency():
+            jackpot = any(w.spot is Spot.JACKPOT for w in wagers)
+            meter = meters(table, currency) if jackpot else None
+            settled = holdem.settle(table, deal, wagers, decisions, meter)
+            results += [_result_data(r, currency) for r in settled.results]
+            if settled.meter is not None:
+                movements.append(_movement_data(settled.meter, currency))
+            hands = dict(settled.hands)
+        return results, movements, hands
+
+    def _settle_by_kind(
+        self, table: PayTable, deal: holdem.Deal
+    ) -> tuple[list[ResultLine], dict[str, str]] | None:
+        """What :meth:`_settle_per_bet` gives, each kind of seat settled once
+        (:mod:`holdem.kinds`): the same results, in the same order. None for a round with
+        a jackpot wager (its results are not per seat)."""
+        placed = [b for b in self.bets.values() if b.spot not in PLAY_SPOTS]
+        if not placed:
+            return [], {}
+        if any(b.spot is Spot.JACKPOT for b in placed):
+            return None
+        # Each placed bet's seat (by number) and place in it; a seat's ante comes first.
+        seat_number: dict[tuple[str, str], int] = {}
+        seats: list[list[PlacedBet]] = []
+        where: list[tuple[int, int]] = []
+        for bet in placed:
+            number = seat_number.setdefault((bet.player_id, bet.box), len(seats))
+            if number == len(seats):
+                seats.append([])
+            where.append((number, len(seats[number])))
+            seats[number].append(bet)
+        moves: dict[str, list[holdem.Decision]] = {}
+        steps: list[tuple[holdem.Decision, int]] = []  # each decision, its index on its ante
+        for decision in self.decisions.values():
+            made = moves.setdefault(decision.ante_bet_id, [])
+            steps.append((decision, len(made)))
+            made.append(decision)
+        # Seats are told apart by plain text and integers (an enum member hashes in Python).
+        signatures: dict[tuple[Any, ...], int] = {}
+        kinds: list[SeatKind] = []
+        kind_of_seat: list[int] = []
+        kind_of_ante: dict[str, int] = {}
+        for seat in seats:
+            ante = seat[0]
+            made = moves.get(ante.bet_id, [])
+            signature = (
+                ante.box,
+                *[(b.spot._value_, b.amount) for b in seat],
+                None,
+                *[(d.stage._value_, d.action._value_, d.amount) for d in made],
+            )
+            number = signatures.setdefault(signature, len(kinds))
+            if number == len(kinds):
+                wagers = tuple((b.spot, b.amount) for b in seat)
+                kinds.append(
+                    SeatKind(ante.box, wagers, tuple((d.stage, d.action, d.amount) for d in made))
+                )
+            kind_of_seat.append(number)
+            kind_of_ante[ante.bet_id] = number
+        settled, hands = settle_kinds(table, deal, kinds)
+        # What a kind's result lines hold besides bet_id, player_id and currency, once.
+        wager_lines = [[_kind_line(r) for r in k.wagers] for k in settled]
+        play_lines = [{i: _kind_line(r) for i, r in k.plays.items()} for k in settled]
+        results: list[ResultLine] = []
+        for currency in sorted({b.currency for b in placed}):
+            for bet, (number, index) in zip(placed, where, strict=True):
+                if bet.currency != currency:
+                    continue
+                box, spot, stake, returned, outcome, line = wager_lines[kind_of_seat[number]][index]
+                assert stake == bet.amount and box == bet.box, "the bet's own kind"
+                results.append(
+                    {
+                        "bet_id": bet.bet_id,
+                        "player_id": bet.player_id,
+                        "box": box,
+                        "spot": spot,
+                        "stake": stake,
+                        "returned": returned,
+                        "outcome": outcome,
+                        "line": line,
+                        "currency": currency,
+                    }
+                )
+            for decision, index in steps:
+                ante = self.bets[decision.ante_bet_id]
+                plays = play_lines[kind_of_ante[ante.bet_id]]
+                if ante.currency != currency or index not in plays:
+                    continue
+                assert decision.bet_id is not None, "a play wager has its bet id"
+                box, spot, stake, returned, outcome, line = plays[index]
+                assert stake == decision.amount, "the play wager's own kind"
+                results.append(
+                    {
+                        "bet_id": decision.bet_id,
+                        "player_id": ante.player_id,
+                        "box": box,
+                        "spot": spot,
+                        "stake": stake,
+                        "returned": returned,
+                        "outcome": outcome,
+                        "line": line,
+                        "currency": currency,
+                    }
+                )
+        # self.bets holds the placed bets and the play wagers the decisions made.
+        assert len(results) == len(self.bets), "one result line per wager"
+        return results, hands
 
     def _folds(self) -> dict[str, str]:
         """The stage of each fold decision, by ante (calls and bets show in the results)."""
@@ -680,6 +790,18 @@ def _paytable_data(table: PayTable) -> PayTableRef:
 def _rejected(arrival: Received, code: RejectionCode, reason: str, *, uses_seq: bool) -> Fact:
     key = f"{arrival.event.event_id}:rejected:{arrival.digest}"
     return arrival.fact(REJECTED, key, code=code, reason=reason, uses_seq=uses_seq)
+
+
+def _kind_line(result: holdem.BetResult) -> tuple[str, str, int, int, str, str | None]:
+    """A result's box, spot, stake, returned, outcome and line, as its result line has them."""
+    return (
+        result.box,
+        str(result.spot),
+        result.stake,
+        result.returned,
+        str(result.outcome),
+        result.line,
+    )
 
 
 def _result_data(result: holdem.BetResult, currency: str) -> ResultLine:
