@@ -32,6 +32,10 @@ CROUPIER_ROUND_TIMEOUT    seconds a round stays open before Croupier      3600
                           voids it, refunding every wager (round_timeout)
 CROUPIER_RELAY_LEASE      seconds until a standby takes over relaying     10
                           from an instance that stopped renewing
+CROUPIER_PARTITIONED      1: serve takes a share of the ledger's          0: one
+                          partitions and consumes their queues only       instance
+                          (the routed feed, docs/scale.md)                settles all
+CROUPIER_PARTITION_TERM   seconds a partition lease lasts unrenewed       10
 CROUPIER_LEDGER_SIGNING_  the ledger's Ed25519 signing key file           none
   KEY                     (croupier keygen); serve needs it
 CROUPIER_LEDGER_KEYRING   the keyring file of every key that signed the   the signing
@@ -115,6 +119,12 @@ class Settings(BaseSettings):
     )
     relay_lease: float = Field(
         10.0, ge=1, le=LEASE_LIMIT, description="seconds until a standby takes over the relay"
+    )
+    partitioned: bool = Field(
+        False, description="serve takes a share of the partitions and consumes their queues only"
+    )
+    partition_term: float = Field(
+        10.0, ge=1, le=LEASE_LIMIT, description="seconds a partition lease lasts unrenewed"
     )
     ledger_signing_key: str | None = Field(
         None, description="the ledger's Ed25519 signing key file (croupier keygen); serve needs it"

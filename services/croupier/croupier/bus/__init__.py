@@ -19,7 +19,7 @@ import asyncio
 import hashlib
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Generic, TypeVar
 
@@ -281,6 +281,15 @@ class FeedSource(ABC):
 
     async def finish_parked(self, batch: Sequence[Parked]) -> None:  # noqa: B027 (optional)
         """Acknowledge copies once the ledger has them."""
+
+    def live(self, batch: Sequence[Delivery]) -> list[Delivery]:
+        """The deliveries of ``batch`` that can still be acknowledged here: all of them,
+        unless the source hands partitions over (:meth:`drop`)."""
+        return list(batch)
+
+    async def drop(self, partitions: Collection[int]) -> None:  # noqa: B027 (optional)
+        """Stop consuming ``partitions`` (fenced: another instance owns them) and hand their
+        unacknowledged deliveries back to the broker. A source of one queue has none."""
 
     @abstractmethod
     async def stop_consuming(self) -> None:

@@ -301,9 +301,13 @@ class AmqpBus(Bus):
 async def declare_topology(channel: AbstractChannel, topology: Topology = TOPOLOGY) -> None:
     """Declare the exchanges, queues and bindings the service relies on (idempotent)."""
     exchanges = {
-        e.name: await channel.declare_exchange(e.name, aio_pika.ExchangeType(e.type), durable=True)
+        e.name: await channel.declare_exchange(
+            e.name, aio_pika.ExchangeType(e.type), durable=True, arguments=dict(e.arguments)
+        )
         for e in topology.exchanges
     }
+    for link in topology.exchange_bindings:
+        await exchanges[link.destination].bind(exchanges[link.source], routing_key=link.routing_key)
     for queue in topology.queues:
         declared = await _declare_queue(channel, queue)
         for binding in topology.bound_to(queue.name):

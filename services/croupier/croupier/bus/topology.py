@@ -3,6 +3,12 @@ and bindings.
 
 The AMQP adapter declares exactly this (``croupier.bus.amqp.declare_topology``); the tests
 hold contracts/asyncapi.yaml and deploy/rabbitmq/definitions.json to it. Change it here.
+
+``TOPOLOGY`` is the single-instance default: one feed queue. :func:`routed_topology` is the
+feed routed by partition (``CROUPIER_PARTITIONED=1``, docs/scale.md): ``studio.feed`` is bound
+whole to ``croupier.feed.in``, where one binding per known table (``<table_id>.#``, made by
+the router, ``croupier.bus.routed``) leads to its partition's queue ``croupier.feed.pNN``; a
+table not bound yet falls through the alternate exchange into ``croupier.feed.unrouted``.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ class Exchange:
 
     name: str
     type: str = "topic"
+    arguments: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,12 +55,23 @@ class Binding:
 
 
 @dataclass(frozen=True, slots=True)
+class ExchangeBinding:
+    """Exchange ``destination`` receives what ``source`` routes with ``routing_key``."""
+
+    source: str
+    destination: str
+    routing_key: str = "#"
+
+
+@dataclass(frozen=True, slots=True)
 class Topology:
-    """Exchanges, queues and bindings, in the order they are declared."""
+    """Exchanges, queues and bindings, in the order they are declared (exchange to exchange
+    bindings after the exchanges, before the queues)."""
 
     exchanges: tuple[Exchange, ...]
     queues: tuple[Queue, ...]
     bindings: tuple[Binding, ...]
+    exchange_bindings: tuple[ExchangeBinding, ...] = ()
 
     def queue(self, name: str) -> Queue:
         """The queue named ``name``."""
@@ -62,6 +80,68 @@ class Topology:
     def bound_to(self, queue: str) -> list[Binding]:
         """The bindings of ``queue``."""
         return [b for b in self.bindings if b.queue == queue]
+
+
+#: Arguments of a feed queue: single active consumer keeps each table's order; a message
+#: delivered DELIVERY_LIMIT times is dead-lettered.
+FEED_QUEUE_ARGUMENTS: Final[Mapping[str, Any]] = {
+    "x-queue-type": "quorum",
+    "x-single-active-consumer": True,
+    "x-delivery-limit": DELIVERY_LIMIT,
+    "x-dead-letter-exchange": DEAD_LETTER_EXCHANGE,
+}
+
+#: Where every feed message goes in the routed topology; tables are bound here.
+ROUTED_EXCHANGE: Final = "croupier.feed.in"
+#: The alternate exchange of ``croupier.feed.in``, and its queue: tables not bound yet.
+UNROUTED_EXCHANGE: Final = "croupier.feed.unrouted"
+UNROUTED_QUEUE: Final = "croupier.feed.unrouted"
+
+
+def partition_queue(partition: int, count: int) -> str:
+    """The feed queue of ``partition`` of ``count``: ``croupier.feed.p07`` (at least two
+    digits, as many as the highest partition needs)."""
+    width = max(2, len(str(count - 1)))
+    return f"{FEED_QUEUE}.p{partition:0{width}d}"
+
+
+def table_binding(table_id: str) -> str:
+    """The binding key on ``croupier.feed.in`` that leads ``table_id``'s events to its
+    partition (the studio's routing keys are ``<table_id>.<event_type>``)."""
+    return f"{table_id}.#"
+
+
+def routed_topology(count: int) -> Topology:
+    """The feed routed by partition over ``count`` partitions; results and dead letters as in
+    :data:`TOPOLOGY`. Per-table bindings are not part of it: the router makes them."""
+    if count < 1:
+        raise ValueError(f"a ledger has at least one partition, not {count}")
+    return Topology(
+        exchanges=(
+            Exchange(FEED_EXCHANGE),
+            Exchange(UNROUTED_EXCHANGE, "fanout"),
+            Exchange(ROUTED_EXCHANGE, arguments={"alternate-exchange": UNROUTED_EXCHANGE}),
+            Exchange(DEAD_LETTER_EXCHANGE),
+            Exchange(SETTLEMENTS_EXCHANGE),
+        ),
+        exchange_bindings=(ExchangeBinding(FEED_EXCHANGE, ROUTED_EXCHANGE),),
+        queues=(
+            *(Queue(partition_queue(p, count), FEED_QUEUE_ARGUMENTS) for p in range(count)),
+            # One router at a time; a message it cannot route comes back and is
+            # dead-lettered after DELIVERY_LIMIT tries like a feed message.
+            Queue(UNROUTED_QUEUE, FEED_QUEUE_ARGUMENTS),
+            Queue(DEAD_LETTER_QUEUE, {"x-queue-type": "quorum"}),
+            Queue(
+                DEAD_LETTER_RECORD_QUEUE,
+                {"x-queue-type": "quorum", "x-single-active-consumer": True},
+            ),
+        ),
+        bindings=(
+            Binding(UNROUTED_EXCHANGE, UNROUTED_QUEUE),
+            Binding(DEAD_LETTER_EXCHANGE, DEAD_LETTER_QUEUE),
+            Binding(DEAD_LETTER_EXCHANGE, DEAD_LETTER_RECORD_QUEUE),
+        ),
+    )
 
 
 TOPOLOGY: Final = Topology(

@@ -19,6 +19,12 @@ Guarantees:
   and quarantined message by message, is given up when :meth:`FeedConsumer.stop` is
   called (left unacknowledged: the broker delivers it again, and what of it committed
   settles as a no-op then).
+- A batch refused by fencing (``Fenced``: this instance no longer holds a partition of it,
+  ``croupier.settlement.partitions``) is never quarantined nor dead-lettered: the source
+  drops those partitions (``FeedSource.drop``; their deliveries go back to the broker,
+  unacknowledged, for the new owner) and the rest of the batch is settled again. A message
+  fenced on a partition other than the one it was delivered from (its body names a table
+  its routing key does not) is quarantined like any message settlement fails on.
 - Nothing waits forever unseen: every ``reload_every`` s the open rounds are read back
   from the ledger (those another instance left open too; a search that starts at the
   ledger's open floor, so its cost does not grow with the ledger), and between batches
@@ -44,7 +50,7 @@ import structlog
 
 from contract.codes import RejectionCode
 from croupier.bus import BusError, Delivery, FeedSource
-from croupier.ledger import HeadNotSigned, LedgerUnavailable, VersionConflict
+from croupier.ledger import Fenced, HeadNotSigned, LedgerUnavailable, VersionConflict
 from croupier.logs import context_ids
 from croupier.metrics import Metrics
 from croupier.settlement.facts import closing
@@ -180,7 +186,7 @@ class FeedConsumer:
     async def _process(self, batch: Sequence[Delivery]) -> None:
         started = time.perf_counter()
         try:
-            report = await self._settle(batch)
+            report, batch = await self._settle(batch)
         except _GivenUp:
             log.warning(
                 "stopping in a failure loop: the batch in hand is left unacknowledged "
@@ -189,16 +195,36 @@ class FeedConsumer:
             )
             return
         self.on_commit()  # the relay publishes results and dead letters now
-        await self.source.finish_batch(batch)
+        await self.source.finish_batch(self.source.live(batch))
         self._observe(report, len(batch), time.perf_counter() - started)
 
-    async def _settle(self, batch: Sequence[Delivery]) -> BatchReport:
+    async def _settle(self, batch: Sequence[Delivery]) -> tuple[BatchReport, Sequence[Delivery]]:
+        """The batch's report, and what of the batch it covers (less the deliveries of
+        partitions handed over on ``Fenced``)."""
         delay = 0.05
+        isolating = False
         while True:
             try:
-                report = await self._settle_or_isolate(batch)
+                if isolating:
+                    report = await self._isolate(batch)
+                else:
+                    report = await self._settle_or_isolate(batch)
             except _GivenUp:
                 raise
+            except Fenced as fenced:
+                await self.source.drop(fenced.partitions)
+                remaining = self.source.live(batch)
+                log.warning(
+                    "fenced: the deliveries of partitions no longer held go back to the broker",
+                    partitions=list(fenced.partitions),
+                    handed_over=len(batch) - len(remaining),
+                )
+                if not remaining:
+                    return BatchReport(), remaining
+                # none of its own: a misrouted message, found and quarantined one by one
+                isolating = len(remaining) == len(batch)
+                batch = remaining
+                continue
             except Exception as error:
                 # A transient fault, or one while isolating: the quarantine itself could not
                 # be recorded, so the ledger is failing, not the message. Retry; never ack.
@@ -209,7 +235,7 @@ class FeedConsumer:
             if not self.healthy:
                 log.info("settling again after a transient fault")
             self.healthy = True
-            return report
+            return report, batch
 
     async def _back_off(self, delay: float) -> None:
         """Wait ``delay`` s before a retry; ``_GivenUp`` as soon as stopping."""
@@ -223,7 +249,7 @@ class FeedConsumer:
         try:
             return await self.settler.handle([_inbound(d) for d in batch])
         except Exception as error:
-            if is_transient(error):
+            if is_transient(error) or isinstance(error, Fenced):
                 raise
             return await self._isolate(batch)
 
@@ -238,6 +264,10 @@ class FeedConsumer:
             except Exception as error:
                 if is_transient(error):
                     raise
+                if isinstance(error, Fenced):
+                    await self.source.drop(error.partitions)
+                    if not self.source.live([delivery]):
+                        continue  # its partition is handed over: the new owner settles it
                 ids = context_ids(delivery.body) if delivery.oversize is None else {}
                 with structlog.contextvars.bound_contextvars(**ids):
                     log.exception("quarantining a message settlement fails on", tag=delivery.tag)

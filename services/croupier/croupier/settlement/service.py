@@ -6,6 +6,16 @@ broker connection and topology, relay, consumer.
 Stop order (SIGTERM): stop taking deliveries, finish and acknowledge the batch in hand,
 publish what the outbox holds, close.
 
+Partitioned (given a ``PartitionOwner`` and a ``RoutedAmqpBus``; ``CROUPIER_PARTITIONED=1``):
+the instance takes its share of the ledger's partitions before it connects, consumes the
+queues of the partitions it holds and nothing else, follows every balance (a partition
+taken is consumed, one lost or given back is dropped: its deliveries go back to the broker
+unacknowledged), fences every append by the partitions it writes for, and times out only
+its own partitions' rounds. A graceful stop releases every lease as soon as the batch in
+hand is finished, so the others take them within one poll. A killed instance's leases run
+out after their term; its partitions are then taken, and its unacknowledged deliveries
+(returned by the broker when its connection dropped) settle at their new owner.
+
 A stop takes at most ``STOP_SECONDS`` in every state, failure loops included (the database
 or the broker down, a batch retried or quarantined message by message, the relay stalled
 or refused, a signal during start-up): each step is bounded, and what does not finish in
@@ -25,10 +35,12 @@ from typing import Any, Final, TypeVar
 import structlog
 
 from croupier.bus import Bus
+from croupier.bus.routed import RoutedAmqpBus
 from croupier.ledger import Ledger, LedgerUnavailable
 from croupier.metrics import Metrics
 from croupier.settlement.consumer import DEFAULT_HELD_TIMEOUT, DEFAULT_ROUND_TIMEOUT, FeedConsumer
 from croupier.settlement.deadletters import record_parked
+from croupier.settlement.partitions import PartitionOwner
 from croupier.settlement.relay import DEFAULT_LEASE_SECONDS, OutboxRelay
 from croupier.settlement.runtime import fewer_collections
 from croupier.settlement.settler import Settler
@@ -59,12 +71,27 @@ class Service:
         held_timeout: float = DEFAULT_HELD_TIMEOUT,
         round_timeout: float = DEFAULT_ROUND_TIMEOUT,
         relay_lease: float = DEFAULT_LEASE_SECONDS,
+        owner: PartitionOwner | None = None,
     ) -> None:
+        """``owner``: share the ledger's partitions with other instances (``bus`` is then a
+        :class:`RoutedAmqpBus`); without, this instance settles every table."""
+        if owner is not None and not isinstance(bus, RoutedAmqpBus):
+            raise TypeError("a partitioned service consumes a RoutedAmqpBus")
         self.ledger = ledger
         self.bus = bus
-        self.metrics = metrics or Metrics()
+        self.metrics = metrics or (owner.metrics if owner is not None else Metrics())
         self.metrics.initialise()
-        self.settler = Settler(ledger, dead_letters=True)
+        self.owner = owner
+        self._owner_stopped = asyncio.Event()
+        if owner is None:
+            self.settler = Settler(ledger, dead_letters=True)
+        else:
+            self.settler = Settler(
+                ledger,
+                dead_letters=True,
+                fence=owner.fence,
+                owns=lambda table: owner.partition(table) in owner.held,
+            )
         self.relay = OutboxRelay(ledger, bus, self.metrics, lease_seconds=relay_lease)
         self.consumer = FeedConsumer(
             bus,
@@ -94,14 +121,21 @@ class Service:
         await self.ledger.check_signing()  # HeadNotSigned: this key may not append here
         if open_rounds := await self.settler.load_open():
             log.info("open rounds read back from the ledger", rounds=open_rounds)
+        if self.owner is not None:
+            await self.owner.balance()  # the partition count, and a first share
+            assert isinstance(self.bus, RoutedAmqpBus)
+            self.bus.count = self.owner.count
         await self.bus.connect()
         self._tasks = [
             asyncio.create_task(self.relay.run(), name="outbox-relay"),
             asyncio.create_task(self.consumer.run(), name="feed-consumer"),
             asyncio.create_task(self._watch_readiness(), name="readiness"),
             asyncio.create_task(self._record_dead_letters(), name="dead-letter-recorder"),
-            asyncio.create_task(self._widen_once_writable(), name="widen"),
         ]
+        if self.owner is None:
+            self._tasks.append(asyncio.create_task(self._widen_once_writable(), name="widen"))
+        else:
+            self._tasks.append(asyncio.create_task(self._own_partitions(), name="partitions"))
         log.info("croupier serving", http_port=self.http_port)
 
     async def stop(self, within: float = STOP_SECONDS) -> None:
@@ -116,7 +150,7 @@ class Service:
             return max(0.0, deadline - loop.time() - reserve)
 
         tasks = {task.get_name(): task for task in self._tasks}
-        for name in ("readiness", "dead-letter-recorder", "widen"):
+        for name in ("readiness", "dead-letter-recorder", "widen", "partitions"):
             if name in tasks:
                 tasks[name].cancel()
         self.metrics.ready.set(0)
@@ -124,6 +158,9 @@ class Service:
         self.consumer.stop()
         if "feed-consumer" in tasks:
             await _within(left(DRAIN_SECONDS), "the batch in hand", tasks["feed-consumer"])
+        if self.owner is not None and "partitions" in tasks:
+            # after the last batch: the others take these partitions within one poll
+            await _within(left(DRAIN_SECONDS), "the partition leases", self._release())
         self.relay.stop()
         if "outbox-relay" in tasks:
             await _within(left(2.0), "the relay", tasks["outbox-relay"])
@@ -149,6 +186,33 @@ class Service:
         }
         self.metrics.ready.set(all(checks.values()))
         return checks
+
+    async def _release(self) -> None:
+        assert self.owner is not None
+        try:
+            await self.owner.stop()
+        except LedgerUnavailable as error:  # the leases run out by themselves
+            log.warning("partition leases not released", error=str(error))
+
+    async def _own_partitions(self) -> None:
+        """Balance every poll and consume exactly the partitions held: one taken is
+        consumed, one lost or given back is dropped (its deliveries back to the broker)."""
+        owner, bus = self.owner, self.bus
+        assert owner is not None and isinstance(bus, RoutedAmqpBus)
+        while True:
+            before = set(owner.held)
+            try:
+                await owner.balance()
+            except LedgerUnavailable as error:
+                log.warning("partition leases not renewed", error=str(error))
+            held = set(owner.held)
+            if before - held:
+                log.info("partitions given up", partitions=sorted(before - held))
+            try:
+                await bus.assign(held)
+            except Exception as error:  # the broker is reconnecting: the next poll again
+                log.warning("partitions not consumed yet", error=repr(error))
+            await asyncio.sleep(owner.poll)
 
     async def _widen_once_writable(self) -> None:
         """Take the full prefetch once the ledger's append lock has been granted: until

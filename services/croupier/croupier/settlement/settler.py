@@ -10,6 +10,11 @@ through exactly the code the service runs. A batch is one ledger transaction: ev
 it touches is appended under optimistic concurrency with its settlement results in the
 outbox, or nothing is. After a failed append the settler forgets what it cached and reads
 the rounds back from the ledger, so a retry decides the same way.
+
+Given a ``fence`` (an instance sharing the partitions, ``croupier.settlement.partitions``),
+every append that writes to rounds is fenced by their tables' partitions: ``Fenced``, nothing
+written, unless this instance holds them all; and only rounds of tables it ``owns`` are
+timed out. Without, appends are not fenced (the single-instance service, replay).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, NamedTuple
 
@@ -26,7 +31,7 @@ from contract.codes import RejectionCode
 from contract.events import FeedEvent, read_event
 from contract.feed import ContractError, too_large
 from croupier.bus import KEPT_BYTES, Oversize, keep
-from croupier.ledger import Ledger, OutboxMessage, RecordedEvent, StreamAppend
+from croupier.ledger import Fence, Ledger, OutboxMessage, RecordedEvent, StreamAppend
 from croupier.logs import context_ids
 from croupier.settlement.deadletters import dead_letter
 from croupier.settlement.facts import Delivery, Fact, event_fact
@@ -95,11 +100,21 @@ class Settler:
     """Decides feed messages into ledger facts, one transaction per batch."""
 
     def __init__(
-        self, ledger: Ledger, *, cache_rounds: int = 50_000, dead_letters: bool = False
+        self,
+        ledger: Ledger,
+        *,
+        cache_rounds: int = 50_000,
+        dead_letters: bool = False,
+        fence: Callable[[Collection[str]], Fence] | None = None,
+        owns: Callable[[str], bool] | None = None,
     ) -> None:
-        """``dead_letters``: write a dead letter to the outbox with each rejection (live)."""
+        """``dead_letters``: write a dead letter to the outbox with each rejection (live).
+        ``fence``: the fence of an append writing for these tables (raising ``Fenced`` when
+        they are not all held); ``owns``: whether a table is this instance's to time out."""
         self.ledger = ledger
         self.dead_letters = dead_letters
+        self.fence = fence
+        self.owns = owns
         self.repository = RoundRepository(ledger, cache_rounds)
         self._decided = 0
         self.meters = Meters(ledger)
@@ -184,6 +199,8 @@ class Settler:
         now = time.time()
         work = Decided()
         for stream, state, version in self.repository.entries():
+            if self.owns is not None and not self.owns(_table_of(stream)):
+                continue  # another instance's partition: its owner times it out
             facts = _expired(state, now, held_timeout, round_timeout)
             if not facts:
                 continue
@@ -395,7 +412,11 @@ class Settler:
             else:
                 appends.append(StreamAppend(stream, expected, events))
         outbox = [*work.outbox, *work.letters.values()]
-        recorded, written = await self.ledger.append_with_new_keys(appends, outbox)
+        fence = None
+        if self.fence is not None:
+            tables = {_table_of(s) for s in work.appends if s.startswith(ROUND_PREFIX)}
+            fence = self.fence(tables) if tables else None
+        recorded, written = await self.ledger.append_with_new_keys(appends, outbox, fence=fence)
         # A refused message recorded before (redelivered after a reconnect lost its ack) is
         # not written again, and is not a new rejection to count.
         work.report.handled = [
@@ -435,6 +456,11 @@ class Decided:
         self.appends[stream].append(fact)
         if stream in self.versions:
             self.versions[stream] += 1
+
+
+def _table_of(stream: str) -> str:
+    """The table of a round's stream (``round:<table_id>:<round_id>``)."""
+    return stream.split(":", 2)[1]
 
 
 def _bounded(message: Inbound) -> Inbound:

@@ -1,0 +1,191 @@
+"""Two ``croupier serve`` instances share the partitions of a routed feed
+(``CROUPIER_PARTITIONED=1``) on the real RabbitMQ and PostgreSQL.
+
+The feed of many tables reaches the partition queues through the router (every table is new
+to the broker), both instances take half of the ledger's partitions and consume their
+queues, then one is killed (SIGKILL) mid-stream. Its partitions must be taken by the other
+within the lease term plus 5 s, and every round of the feed must be settled exactly once,
+its results published to the wallet, with nothing lost and nothing settled twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import aio_pika
+import asyncpg
+import pytest
+from conftest import rabbitmqctl
+from service_harness import (
+    WALLET_QUEUE,
+    ServeProcess,
+    Wallet,
+    assert_one_closure_per_round,
+    assert_postings_balance,
+    closed_rounds,
+    eventually,
+    expected_results,
+    ledger_events,
+    ledger_returned,
+    played_tables,
+    round_streams,
+    serve_process,
+    wallet_paid,
+)
+
+from croupier.bus import SETTLEMENTS_EXCHANGE
+from croupier.bus.amqp import declare_topology
+from croupier.bus.topology import ROUTED_EXCHANGE, routed_topology
+from croupier.ledger.partitions import partition_of
+from croupier.ledger.postgres import create_database_if_missing
+from studio.config import Faults, StudioConfig, parse_table_specs
+from studio.feed import FeedMessage, simulate
+from studio.publisher import publish
+
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("takeover")]
+
+PARTITIONS = 8
+TERM = 3.0
+#: What the design allows for a killed instance's partitions to be taken: the term + 5 s.
+TAKEOVER_SECONDS = TERM + 5.0
+
+
+def many_tables_feed(rounds: int) -> list[FeedMessage]:
+    """A feed over 24 tables (no progressive pool: its meter's order is step 4's)."""
+    config = StudioConfig(
+        tables=parse_table_specs(["classic*12:shared=6", "standard*12:boxes=3"], prefix="route"),
+        rounds=rounds,
+        seed=41,
+        timeout_rate=0.03,
+        side_bet_rate=0.4,
+        faults=Faults(void=0.05),
+    )
+    return list(simulate(config))
+
+
+async def prepare_routed_broker(url: str) -> None:
+    """The routed topology and a durable wallet queue bound to every result."""
+    connection = await aio_pika.connect(url, timeout=30)
+    try:
+        channel = await connection.channel()
+        await declare_topology(channel, routed_topology(PARTITIONS))
+        settlements = await channel.get_exchange(SETTLEMENTS_EXCHANGE)
+        queue = await channel.declare_queue(WALLET_QUEUE, durable=True)
+        await queue.bind(settlements, routing_key="#")
+    finally:
+        await connection.close()
+
+
+async def leases(database_url: str) -> dict[int, str | None]:
+    """Partition -> the instance holding an unexpired lease on it (None: nobody)."""
+    connection = await asyncpg.connect(database_url, timeout=10)
+    try:
+        rows = await connection.fetch(
+            "SELECT partition, CASE WHEN expires_at > now() THEN owner END AS owner "
+            "FROM partition_leases ORDER BY partition"
+        )
+    finally:
+        await connection.close()
+    return {int(r["partition"]): r["owner"] for r in rows}
+
+
+def of(served: ServeProcess) -> str:
+    """The part of an instance id that names its process (``host:pid:random``)."""
+    return f":{served.process.pid}:"
+
+
+async def test_two_instances_share_partitions_and_a_killed_ones_move_within_the_term(
+    amqp_vhost: str, postgres_database: str, tmp_path: Path
+) -> None:
+    messages = many_tables_feed(160)
+    tables = played_tables(messages)
+    table_ids = {t.table_id for t in tables}
+    spread = {partition_of(t, PARTITIONS) for t in table_ids}
+    assert len(spread) == PARTITIONS, "the feed should reach every partition"
+    await create_database_if_missing(postgres_database)
+    migrate = [sys.executable, "-m", "croupier.cli", "migrate", "--ledger", postgres_database]
+    done = subprocess.run(
+        [*migrate, "--partitions", str(PARTITIONS)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    await prepare_routed_broker(amqp_vhost)
+    wallet = Wallet(amqp_vhost)
+    env = {"CROUPIER_PARTITIONED": "1", "CROUPIER_PARTITION_TERM": str(TERM)}
+
+    with (
+        serve_process(postgres_database, amqp_vhost, tmp_path / "a.log", 50, env) as a,
+        serve_process(postgres_database, amqp_vhost, tmp_path / "b.log", 50, env) as b,
+    ):
+        await a.ready()
+        await b.ready()
+
+        async def shared() -> bool:
+            owners = Counter(
+                "a" if o and of(a) in o else "b" if o and of(b) in o else None
+                for o in (await leases(postgres_database)).values()
+            )
+            return owners == Counter({"a": PARTITIONS // 2, "b": PARTITIONS // 2})
+
+        await eventually(shared, 30, "each instance holds half the partitions")
+        publishing = asyncio.create_task(publish(messages, amqp_vhost))
+        await eventually(
+            lambda: _at_least(postgres_database, len(tables) // 4), 120, "a quarter settled"
+        )
+        assert await shared(), "both instances should still share the partitions"
+        a.process.send_signal(signal.SIGKILL)
+        killed = time.monotonic()
+        assert await a.exit_code() == -signal.SIGKILL
+        settled_at_kill = await closed_rounds(postgres_database)
+        assert settled_at_kill < len(tables), "the kill should land mid-stream"
+
+        async def all_to_b() -> bool:
+            owners = (await leases(postgres_database)).values()
+            return all(o is not None and of(b) in o for o in owners)
+
+        await eventually(all_to_b, TAKEOVER_SECONDS, "b holds every partition", every=0.1)
+        moved = time.monotonic() - killed
+        assert moved <= TAKEOVER_SECONDS, moved
+        print(f"partitions moved {moved:.2f} s after the kill (term {TERM} s)")
+        assert await publishing == len(messages)
+        await eventually(
+            lambda: _settled_all(postgres_database, len(tables)), 120, "every round closed"
+        )
+        await wallet.wait_for(expected_results(tables).keys(), timeout=60)
+        b.process.send_signal(signal.SIGTERM)
+        assert await b.exit_code() == 0, b.tail()
+    await wallet.drain()
+
+    events = await ledger_events(postgres_database)
+    assert_one_closure_per_round(events, round_streams(tables))
+    assert_postings_balance(events)
+    assert wallet.unique.keys() == expected_results(tables).keys()
+    assert wallet_paid(wallet) == ledger_returned(events)
+    # Nothing was refused on the way: no message was dead-lettered, and none is left unrouted
+    # (the router bound every table of the feed).
+    rejected = [e for e in events if e.stream == "rejections"]
+    assert rejected == [], rejected[:3]
+    assert await _bound_tables(amqp_vhost) >= len(table_ids)
+    # The graceful stop released b's leases at once.
+    assert set((await leases(postgres_database)).values()) == {None}
+
+
+async def _bound_tables(url: str) -> int:
+    """How many tables are bound on ``croupier.feed.in``."""
+    vhost = unquote(urlsplit(url).path.lstrip("/"))
+    listing = rabbitmqctl("list_bindings", "-p", vhost, "source_name", "routing_key")
+    return sum(1 for line in listing.splitlines() if line.startswith(f"{ROUTED_EXCHANGE}\t"))
+
+
+async def _at_least(database_url: str, rounds: int) -> bool:
+    return await closed_rounds(database_url) >= rounds
+
+
+async def _settled_all(database_url: str, rounds: int) -> bool:
+    return await closed_rounds(database_url) == rounds
