@@ -11,6 +11,7 @@ its results published to the wallet, with nothing lost and nothing settled twice
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import subprocess
 import sys
@@ -32,6 +33,7 @@ from service_harness import (
     closed_rounds,
     eventually,
     expected_results,
+    http_get,
     ledger_events,
     ledger_returned,
     played_tables,
@@ -101,37 +103,51 @@ def of(served: ServeProcess) -> str:
     return f":{served.process.pid}:"
 
 
+ENV = {"CROUPIER_PARTITIONED": "1", "CROUPIER_PARTITION_TERM": str(TERM)}
+
+
+async def prepare(database_url: str, amqp_url: str, table_ids: set[str]) -> None:
+    """The ledger migrated with :data:`PARTITIONS` partitions, and the routed broker."""
+    spread = {partition_of(t, PARTITIONS) for t in table_ids}
+    assert len(spread) == PARTITIONS, "the feed should reach every partition"
+    await create_database_if_missing(database_url)
+    migrate = [sys.executable, "-m", "croupier.cli", "migrate", "--ledger", database_url]
+    done = subprocess.run(
+        [*migrate, "--partitions", str(PARTITIONS)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    await prepare_routed_broker(amqp_url)
+
+
+async def shares(database_url: str, a: ServeProcess, b: ServeProcess) -> Counter[str | None]:
+    """How many partitions ``a`` and ``b`` hold unexpired (None: nobody)."""
+    return Counter(
+        "a" if o and of(a) in o else "b" if o and of(b) in o else None
+        for o in (await leases(database_url)).values()
+    )
+
+
+HALVES = Counter({"a": PARTITIONS // 2, "b": PARTITIONS // 2})
+
+
 async def test_two_instances_share_partitions_and_a_killed_ones_move_within_the_term(
     amqp_vhost: str, postgres_database: str, tmp_path: Path
 ) -> None:
     messages = many_tables_feed(160)
     tables = played_tables(messages)
     table_ids = {t.table_id for t in tables}
-    spread = {partition_of(t, PARTITIONS) for t in table_ids}
-    assert len(spread) == PARTITIONS, "the feed should reach every partition"
-    await create_database_if_missing(postgres_database)
-    migrate = [sys.executable, "-m", "croupier.cli", "migrate", "--ledger", postgres_database]
-    done = subprocess.run(
-        [*migrate, "--partitions", str(PARTITIONS)], capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 0, done.stderr
-    await prepare_routed_broker(amqp_vhost)
+    await prepare(postgres_database, amqp_vhost, table_ids)
     wallet = Wallet(amqp_vhost)
-    env = {"CROUPIER_PARTITIONED": "1", "CROUPIER_PARTITION_TERM": str(TERM)}
 
     with (
-        serve_process(postgres_database, amqp_vhost, tmp_path / "a.log", 50, env) as a,
-        serve_process(postgres_database, amqp_vhost, tmp_path / "b.log", 50, env) as b,
+        serve_process(postgres_database, amqp_vhost, tmp_path / "a.log", 50, ENV) as a,
+        serve_process(postgres_database, amqp_vhost, tmp_path / "b.log", 50, ENV) as b,
     ):
         await a.ready()
         await b.ready()
 
         async def shared() -> bool:
-            owners = Counter(
-                "a" if o and of(a) in o else "b" if o and of(b) in o else None
-                for o in (await leases(postgres_database)).values()
-            )
-            return owners == Counter({"a": PARTITIONS // 2, "b": PARTITIONS // 2})
+            return await shares(postgres_database, a, b) == HALVES
 
         await eventually(shared, 30, "each instance holds half the partitions")
         publishing = asyncio.create_task(publish(messages, amqp_vhost))
@@ -189,3 +205,75 @@ async def _at_least(database_url: str, rounds: int) -> bool:
 
 async def _settled_all(database_url: str, rounds: int) -> bool:
     return await closed_rounds(database_url) == rounds
+
+
+async def test_a_paused_owner_loses_its_partitions_and_hands_its_deliveries_over(
+    amqp_vhost: str, postgres_database: str, tmp_path: Path
+) -> None:
+    """SIGSTOP one instance mid-stream for longer than the term: the other takes its
+    partitions; resumed, the paused one finds them lost (or its batch in hand fenced), hands
+    its deliveries back to the broker unacknowledged, and quarantines nothing."""
+    messages = many_tables_feed(160)
+    tables = played_tables(messages)
+    await prepare(postgres_database, amqp_vhost, {t.table_id for t in tables})
+    wallet = Wallet(amqp_vhost)
+
+    with (
+        serve_process(postgres_database, amqp_vhost, tmp_path / "a.log", 50, ENV) as a,
+        serve_process(postgres_database, amqp_vhost, tmp_path / "b.log", 50, ENV) as b,
+    ):
+        await a.ready()
+        await b.ready()
+
+        async def shared() -> bool:
+            return await shares(postgres_database, a, b) == HALVES
+
+        await eventually(shared, 30, "each instance holds half the partitions")
+        publishing = asyncio.create_task(publish(messages, amqp_vhost))
+        await eventually(
+            lambda: _at_least(postgres_database, len(tables) // 4), 120, "a quarter settled"
+        )
+        os.kill(a.process.pid, signal.SIGSTOP)
+        try:
+
+            async def all_to_b() -> bool:
+                return await shares(postgres_database, a, b) == Counter({"b": PARTITIONS})
+
+            await eventually(all_to_b, TAKEOVER_SECONDS, "b holds every partition", every=0.1)
+        finally:
+            os.kill(a.process.pid, signal.SIGCONT)
+        # Resumed, a finds its partitions lost and takes its share again; the rounds of
+        # what it had in hand are settled by whichever instance holds them then.
+        assert await publishing == len(messages)
+        await eventually(
+            lambda: _settled_all(postgres_database, len(tables)), 120, "every round closed"
+        )
+        await wallet.wait_for(expected_results(tables).keys(), timeout=60)
+        _, text = await http_get(a.port, "/metrics", timeout=5)
+        lost = _sample(text, 'croupier_partition_handovers_total{how="lost"}')
+        fenced = sum(
+            float(row.split()[1])
+            for row in text.splitlines()
+            if row.startswith("croupier_appends_fenced_total{")
+        )
+        assert lost + fenced > 0, "the paused instance should have found its partitions gone"
+        for served in (a, b):
+            served.process.send_signal(signal.SIGTERM)
+            assert await served.exit_code() == 0, served.tail()
+    await wallet.drain()
+
+    events = await ledger_events(postgres_database)
+    assert_one_closure_per_round(events, round_streams(tables))
+    assert_postings_balance(events)
+    assert wallet.unique.keys() == expected_results(tables).keys()
+    assert wallet_paid(wallet) == ledger_returned(events)
+    rejected = [e for e in events if e.stream == "rejections"]
+    assert rejected == [], rejected[:3]  # nothing fenced was quarantined
+    assert set((await leases(postgres_database)).values()) == {None}
+
+
+def _sample(text: str, name: str) -> float:
+    for row in text.splitlines():
+        if row.startswith(f"{name} "):
+            return float(row.split()[1])
+    return 0.0
