@@ -1,0 +1,110 @@
+"""The routed feed on its own (``croupier.bus.routed``), on the real RabbitMQ: the router
+binds a table seen for the first time to its partition's queue and nothing wider, each
+partition is consumed on its own channel, and a partition dropped hands its unacknowledged
+deliveries back to the queue."""
+
+from __future__ import annotations
+
+import asyncio
+
+import aio_pika
+import pytest
+from conftest import rabbitmqctl
+
+from croupier.bus import FEED_EXCHANGE, Delivery
+from croupier.bus.routed import RoutedAmqpBus
+from croupier.bus.topology import ROUTED_EXCHANGE, partition_queue
+from croupier.ledger.partitions import partition_of
+
+pytestmark = pytest.mark.integration
+
+COUNT = 4
+
+
+async def _publish(url: str, keys: list[str]) -> None:
+    connection = await aio_pika.connect(url)
+    try:
+        channel = await connection.channel(publisher_confirms=True)
+        feed = await channel.get_exchange(FEED_EXCHANGE)
+        for n, key in enumerate(keys):
+            await feed.publish(aio_pika.Message(b"{}", message_id=f"m{n}"), routing_key=key)
+    finally:
+        await connection.close()
+
+
+def _bindings(url: str) -> set[str]:
+    vhost = url.rsplit("/", 1)[1]
+    listing = rabbitmqctl("list_bindings", "-p", vhost, "source_name", "routing_key")
+    return {
+        line.split("\t")[1]
+        for line in listing.splitlines()
+        if line.startswith(f"{ROUTED_EXCHANGE}\t")
+    }
+
+
+async def _take(bus: RoutedAmqpBus, count: int) -> list[Delivery]:
+    taken: list[Delivery] = []
+    async with asyncio.timeout(30):
+        while len(taken) < count:
+            taken += await bus.next_batch(100, 0.05)
+    return taken
+
+
+async def test_new_tables_are_bound_to_their_partition_and_nothing_wider(
+    amqp_vhost: str,
+) -> None:
+    bus = RoutedAmqpBus(amqp_vhost, COUNT)
+    await bus.connect()
+    try:
+        tables = [f"table-{n}" for n in range(12)]
+        # A first word that is no table id (a wildcard among them) is never bound: bound as
+        # "#.#" it would take every table's events into one partition.
+        hostile = ["#.round.opened", "*.bet.placed", "a b.x"]
+        await _publish(amqp_vhost, [f"{t}.round.opened" for t in tables] + hostile)
+        await bus.assign(range(COUNT))
+        delivered = await _take(bus, len(tables) + len(hostile))
+        assert _bindings(amqp_vhost) == {f"{t}.#" for t in tables}
+        # Each table's message came from its partition's queue, on that partition's channel.
+        channels = {p: bus._partitions[p][1] for p in range(COUNT)}
+        for delivery in delivered:
+            table = delivery.routing_key.split(".", 1)[0]
+            if table in tables:
+                assert delivery.handle is channels[partition_of(table, COUNT)]
+        # The next events of a bound table go straight to its queue (no router on the way).
+        await bus.finish_batch(delivered)
+        await _publish(amqp_vhost, [f"{t}.bet.placed" for t in tables])
+        again = await _take(bus, len(tables))
+        assert sorted(d.routing_key for d in again) == sorted(f"{t}.bet.placed" for t in tables)
+        await bus.finish_batch(again)
+    finally:
+        await bus.close()
+
+
+async def test_a_dropped_partition_hands_its_deliveries_back_unacknowledged(
+    amqp_vhost: str,
+) -> None:
+    first, second = RoutedAmqpBus(amqp_vhost, COUNT), RoutedAmqpBus(amqp_vhost, COUNT)
+    await first.connect()
+    await second.connect()
+    try:
+        table = "table-dropped"
+        partition = partition_of(table, COUNT)
+        await _publish(amqp_vhost, [f"{table}.round.opened", f"{table}.bet.placed"])
+        await first.assign([partition])
+        in_hand = await _take(first, 2)
+        await first.drop([partition])
+        assert first.live(in_hand) == [], "deliveries of a dropped partition are not acked here"
+        await second.assign([partition])
+        taken = await _take(second, 2)
+        assert [d.routing_key for d in taken] == [d.routing_key for d in in_hand]
+        assert all(d.redelivered for d in taken)
+        await second.finish_batch(taken)
+        assert second.live(taken) == taken
+    finally:
+        await first.close()
+        await second.close()
+
+
+def test_partition_queues_are_named_for_the_count() -> None:
+    assert partition_queue(7, 64) == "croupier.feed.p07"
+    assert partition_queue(7, 1000) == "croupier.feed.p007"
