@@ -117,6 +117,7 @@ async def queue_drained(broker: PrivateRabbitMQ) -> bool:
     return False
 
 
+@pytest.mark.long
 async def test_nothing_is_lost_doubled_or_parked_unknown_under_hostile_input_and_faults(
     private: tuple[PrivatePostgres, PrivateRabbitMQ], tmp_path: Path
 ) -> None:

@@ -29,7 +29,8 @@ from integration.conftest import scratch_database
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
-pytestmark = pytest.mark.integration
+#: One headless Chromium for these pages: the tests run one after another on one worker.
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("browser")]
 
 PHONE, DESKTOP = 360, 1280
 #: A round id as long as studios make them: the pages must not show it where it does not fit.

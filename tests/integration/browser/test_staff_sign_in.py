@@ -25,7 +25,8 @@ from selenium.webdriver.support.wait import WebDriverWait
 
 from croupier.history.staff import SESSION_COOKIE
 
-pytestmark = pytest.mark.integration
+#: One headless Chromium for these pages: the tests run one after another on one worker.
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("browser")]
 
 
 @pytest.fixture(scope="module")

@@ -17,6 +17,7 @@ from croupier.urls import host_port
 pytestmark = pytest.mark.integration
 
 
+@pytest.mark.long
 def test_live_demo_runs_twice_with_one_seed_and_pays_every_round(
     tmp_path: Path, amqp_vhost: str, postgres_database: str
 ) -> None:

@@ -78,6 +78,7 @@ async def owner_fetch(url: str, sql: str) -> list[asyncpg.Record]:
         await conn.close()
 
 
+@pytest.mark.long
 async def test_serve_and_replay_go_on_across_two_rotations(
     postgres_database: str, amqp_vhost: str, tmp_path: Path
 ) -> None:

@@ -71,6 +71,7 @@ def project(url: str) -> tuple[str, float]:
     return done.stdout, time.perf_counter() - started
 
 
+@pytest.mark.long
 async def test_a_round_of_150000_bets_is_projected_whole_in_pieces(tmp_path: Path) -> None:
     players = 75_000
     url = f"sqlite:///{tmp_path / 'ledger.db'}"

@@ -57,6 +57,7 @@ async def pending_results(database_url: str) -> int:
         return len(await ledger.pending_outbox(100_000))
 
 
+@pytest.mark.long
 async def test_sigkill_mid_stream_then_restart_settles_every_round_once(
     amqp_vhost: str, postgres_database: str, tmp_path: Path
 ) -> None:
@@ -179,6 +180,7 @@ async def _take_feed_queue(url: str) -> list[str]:
         await connection.close()
 
 
+@pytest.mark.long
 async def test_sigkills_before_the_first_commit_park_nothing(
     amqp_vhost: str, postgres_database: str, tmp_path: Path
 ) -> None:

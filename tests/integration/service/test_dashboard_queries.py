@@ -219,6 +219,7 @@ def _problems(port: int) -> list[str]:
     return problems
 
 
+@pytest.mark.long
 async def test_every_dashboard_query_answers_with_data(
     amqp_vhost: str, postgres_database: str, tmp_path: Path
 ) -> None:

@@ -152,6 +152,7 @@ async def settled(database_url: str, refused: int) -> bool:
     return bool(closed == ROUNDS and rejected == refused and pending == 0)
 
 
+@pytest.mark.long
 async def test_a_burst_of_maximum_and_over_size_messages_at_full_prefetch_stays_bounded(
     amqp_vhost: str, postgres_database: str, tmp_path: Path
 ) -> None:
