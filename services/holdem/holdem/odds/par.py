@@ -17,7 +17,6 @@ hash; :func:`load_par` reads them and refuses data for another content hash.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import json
 import multiprocessing
 import os
@@ -346,11 +345,8 @@ def _run(
     if processes <= 1 or len(jobs) <= 1:
         results: Iterable[I64] = map(worker, jobs)
         return _sum(results, len(jobs), progress)
-    # The first flop runs here, so that the workers fork with the kernel compiled (or loaded
-    # from numba's cache) once rather than each on its own.
-    first = worker(jobs[0])
-    with contextlib.closing(_fan_out(worker, jobs[1:], processes)) as rest:
-        return _sum(itertools.chain([first], rest), len(jobs), progress)
+    with contextlib.closing(_fan_out(worker, jobs, processes)) as results:
+        return _sum(results, len(jobs), progress)
 
 
 def _fan_out(
@@ -358,45 +354,58 @@ def _fan_out(
 ) -> Generator[I64, None, None]:
     """Each job's result, from ``processes`` forked workers, in the order they finish.
 
-    Each worker has a pipe of its own: no lock is shared between processes and no thread
-    helps, so whatever ends the run early (Ctrl-C, an error, closing this iterator) kills the
-    workers and returns at once, with nothing left to wait on a lock a killed worker held.
-    Workers ignore Ctrl-C; the parent alone stops.
+    This process only waits, and so answers Ctrl-C at once: the workers compute, ignoring
+    it. The first job runs alone in the first worker, which compiles the kernel (or loads it
+    from numba's cache) for the others to find in the cache. Each worker has a pipe of its
+    own, no lock is shared between processes and no thread helps, so whatever ends the run
+    early (Ctrl-C, an error, closing this iterator) kills the workers and returns at once,
+    with nothing left waiting on a lock a killed worker held.
     """
     context = multiprocessing.get_context("fork")
-    chunks = iter(range(0, len(jobs), chunk))
+    spans = ((at, min(at + chunk, len(jobs))) for at in range(1, len(jobs), chunk))
     workers: dict[Connection, ForkProcess] = {}
+
+    def started() -> Connection:
+        here, there = context.Pipe()
+        process = context.Process(target=_work, args=(worker, jobs, there), daemon=True)
+        workers[here] = process
+        process.start()
+        there.close()
+        return here
+
     try:
-        for _ in range(min(processes, -(-len(jobs) // chunk))):
-            here, there = context.Pipe()
-            process = context.Process(target=_work, args=(worker, jobs, chunk, there))
-            process.daemon = True
-            process.start()
-            there.close()
-            workers[here] = process
-            here.send(next(chunks))
-        busy = set(workers)
+        first = started()
+        first.send((0, 1))
+        yield from _reply(first)
+        busy: set[Connection] = set()
+        for conn in [first, *(started() for _ in range(1, processes))]:
+            span = next(spans, None)
+            conn.send(span)
+            if span is not None:
+                busy.add(conn)
         while busy:
             ready = set(wait(list(busy)))
             for conn in [conn for conn in busy if conn in ready]:
                 reply = _reply(conn)
-                start = next(chunks, None)
-                conn.send(start)
-                if start is None:
+                span = next(spans, None)
+                conn.send(span)
+                if span is None:
                     busy.discard(conn)
                 yield from reply
     finally:
         for conn, process in workers.items():
-            process.kill()
-            process.join()
+            if process.pid is not None:
+                process.kill()
+                process.join()
             conn.close()
 
 
-def _work(worker: Callable[..., I64], jobs: Sequence[Any], chunk: int, conn: Connection) -> None:
+def _work(worker: Callable[..., I64], jobs: Sequence[Any], conn: Connection) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        while (start := conn.recv()) is not None:
-            conn.send([worker(job) for job in jobs[start : start + chunk]])
+        while (span := conn.recv()) is not None:
+            start, stop = span
+            conn.send([worker(job) for job in jobs[start:stop]])
     except EOFError:  # the parent is gone
         return
     except BaseException as error:
