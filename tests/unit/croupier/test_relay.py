@@ -21,13 +21,14 @@ import pytest
 from croupier_feeds import RoundFeed, line
 
 from croupier.bus import CODE_HEADER, REASON_HEADER, BusError, Outgoing, Refused
+from croupier.bus.amqp import _publication
 from croupier.bus.memory import MemoryBus
 from croupier.ledger import Ledger, PendingMessage, open_ledger
 from croupier.ledger.keyring import KeyEntry, Keyring
 from croupier.ledger.signing import LedgerKey
 from croupier.metrics import Metrics
 from croupier.settlement.deadletters import ORIGINAL_ROUTING_KEY
-from croupier.settlement.relay import OutboxRelay
+from croupier.settlement.relay import OutboxRelay, derive
 from croupier.settlement.results import message_id
 from croupier.settlement.settler import Inbound, Settler
 from studio import StudioConfig, TableSpec, simulate
@@ -290,3 +291,21 @@ async def test_pages_are_listed_and_marked_while_the_broker_confirms(
     assert await ledger.pending_outbox() == []
     assert set(got) == written and len(marked) == len(set(marked)) == 3_000
     assert overlapped["listings"] >= 4 and overlapped["marks"] >= 4
+
+
+async def test_a_result_goes_to_the_broker_as_the_bus_would_encode_it(ledger: Ledger) -> None:
+    """The relay hands the bus each result's bytes, written from the stored canonical text
+    with ``ledger_position`` spliced in: byte for byte what the bus's encoder gives."""
+    table = TableSpec("bytes", "casino-holdem/classic", players=40)
+    feed = [m.body for m in simulate(StudioConfig(tables=(table,), rounds=3, seed=9))]
+    await Settler(ledger).handle(deliveries(feed))
+    pending = await ledger.pending_outbox(1_000)
+    vouched, refused = await derive(ledger, pending)
+    assert not refused and len(vouched) == len(pending) > 40
+    compact = json.JSONEncoder(separators=(",", ":")).encode
+    for outgoing in vouched.values():
+        assert outgoing.encoded == compact(outgoing.body).encode()
+        assert _publication(outgoing).body == outgoing.encoded
+    # Without the bytes (a message built elsewhere), the bus encodes the body itself.
+    plain = replace(next(iter(vouched.values())), encoded=None)
+    assert _publication(plain).body == compact(plain.body).encode()

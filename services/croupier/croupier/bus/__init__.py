@@ -241,6 +241,9 @@ class Outgoing:
     raw: bytes | None = None
     headers: Mapping[str, str] | None = None
     amqp_message_id: str | None = None
+    #: ``body`` as the broker carries it (compact JSON, keys in ``body``'s order, ASCII),
+    #: when its writer has it already: the bus then does not encode ``body`` again.
+    encoded: bytes | None = None
 
 
 def unframeable(message: Outgoing) -> str | None:

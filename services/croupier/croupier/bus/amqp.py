@@ -339,7 +339,7 @@ async def _declare_queue(channel: AbstractChannel, queue: Queue) -> aio_pika.abc
 def _publication(message: Outgoing) -> Publication:
     """A result as compact JSON (plain frames); a dead letter as its raw bytes with headers."""
     if message.raw is None:
-        body = _encode(message.body).encode()
+        body = message.encoded if message.encoded is not None else _encode(message.body).encode()
         return Publication(
             message.exchange, message.routing_key, body, message.message_id, mandatory=True
         )
