@@ -3,10 +3,10 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-# Test workers: most tests wait on PostgreSQL, RabbitMQ and subprocesses, so four overlap
-# well on two cores; tests marked with an xdist_group run one after another on one worker.
-# PYTEST_WORKERS=0 runs in one process.
-PYTEST_WORKERS ?= 4
+# Test workers: most tests wait on PostgreSQL, RabbitMQ, subprocesses and timeouts (a test's
+# wall time is six times its CPU time), so six overlap well on two cores; tests marked with
+# an xdist_group run one after another on one worker. PYTEST_WORKERS=0 runs in one process.
+PYTEST_WORKERS ?= 6
 PYTEST := $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup
 
 .PHONY: run test test-unit test-integration test-slow chaos soak soak-short bench bench-compare bench-history bench-history-drop lint typecheck contracts par integrity-tables services clean tools
