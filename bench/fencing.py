@@ -15,16 +15,13 @@ import os
 import time
 import uuid
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
-import asyncpg
-
-from bench.ledger import ADMIN_URL, BATCH, PER_ROUND, Batch
+from bench.ledger import BATCH, PER_ROUND, Batch
+from bench.replay import postgres_available, scratch_database
 from croupier.ledger import Fence, OutboxMessage, StreamAppend
 from croupier.ledger.partitions import partition_of
 from croupier.ledger.postgres import PostgresLedger
 from croupier.settlement.facts import Fact
-from croupier.urls import mask_url
 
 EVENTS = 40_000
 TABLES = 16
@@ -107,18 +104,9 @@ async def measure(url: str) -> None:
 
 
 async def _run() -> None:
-    name = f"croupier_bench_{uuid.uuid4().hex[:12]}"
-    try:
-        admin = await asyncpg.connect(ADMIN_URL, timeout=5)
-    except (OSError, asyncpg.PostgresError, TimeoutError) as error:
-        print(f"fencing: skipped, {mask_url(ADMIN_URL)} unreachable ({error}); run `make services`")
-        return
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-        await measure(urlunsplit(urlsplit(ADMIN_URL)._replace(path=f"/{name}")))
-    finally:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        await admin.close()
+    if await postgres_available():
+        async with scratch_database() as url:
+            await measure(url)
 
 
 def run() -> None:

@@ -28,24 +28,19 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-import uuid
 from typing import Final
-from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
+from bench.replay import postgres_available, scratch_database
 from croupier.ledger import open_ledger
 from croupier.projection import open_store
 from croupier.projection.projector import DEFAULT_BATCH, Projector
 from croupier.projection.registry import load_projections
 from croupier.settlement.replay import replay
-from croupier.urls import mask_url
 from studio.config import StudioConfig, parse_table_specs
 from studio.feed import simulate
 
-ADMIN_URL: Final = os.environ.get(
-    "CROUPIER_BENCH_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
-)
 ROUNDS: Final = int(os.environ.get("CROUPIER_BENCH_PROJECTION_ROUNDS", "800"))
 FEED_TABLES: Final = (
     "classic*3:shared=40",
@@ -127,18 +122,9 @@ async def _copy(url: str, tables: list[str], facts: int) -> tuple[float, int]:
 
 
 async def _run() -> None:
-    name = f"croupier_bench_{uuid.uuid4().hex[:12]}"
-    try:
-        admin = await asyncpg.connect(ADMIN_URL, timeout=5)
-    except (OSError, asyncpg.PostgresError, TimeoutError) as error:
-        print(f"projection: skipped, {mask_url(ADMIN_URL)} unreachable ({error})")
-        return
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-        await measure(urlunsplit(urlsplit(ADMIN_URL)._replace(path=f"/{name}")))
-    finally:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        await admin.close()
+    if await postgres_available():
+        async with scratch_database() as url:
+            await measure(url)
 
 
 def run() -> None:
