@@ -12,7 +12,6 @@ from croupier.history.models import RoundRecall
 from croupier.history.recall import (
     for_viewer,
     participants,
-    player_cuts,
     recall,
 )
 from croupier.history.viewer import Viewer
@@ -86,10 +85,9 @@ async def test_each_cut_is_the_rule_applied_to_the_whole_round() -> None:
     assert len(rounds) > 40
     checked = 0
     for whole in rounds:
-        cuts = dict(player_cuts(whole))
-        assert list(cuts) == sorted(participants(whole))
-        for player_id, cut in cuts.items():
+        for player_id in sorted(participants(whole)):
+            cut = for_viewer(whole, Viewer(player_id=player_id))
+            assert cut is not None
             assert seen(cut) == by_the_rule(whole, player_id)
-            assert cut == for_viewer(whole, Viewer(player_id=player_id))
             checked += 1
     assert checked > 200

@@ -27,7 +27,7 @@ a page shows can be re-derived from the ledger and compared (``croupier verify
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Final
@@ -98,17 +98,6 @@ def for_viewer(round_: RoundRecall, viewer: Viewer) -> RoundRecall | None:
     if viewer.player_id not in participants(round_):
         return None
     return _Cuts(round_).cut(viewer.player_id)
-
-
-def player_cuts(round_: RoundRecall) -> Iterator[tuple[str, RoundRecall]]:
-    """Each participant's cut (as :func:`for_viewer` gives it), in player order.
-
-    The round is indexed once, so all the cuts together cost what the round holds, not
-    players times that.
-    """
-    cuts = _Cuts(round_)
-    for player_id in sorted(cuts.players):
-        yield player_id, cuts.cut(player_id)
 
 
 class _Cuts:
