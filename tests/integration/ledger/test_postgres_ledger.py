@@ -5,22 +5,21 @@ PostgreSQL has: TRUNCATE, the service role's grants, and readers racing a held-o
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import pytest
+from held_append import HeldAppend
 from ledger_suite import LedgerSuite, append, message, read_everything
 
 from contract.canonical import Encoded
 from croupier.ledger import Ledger, LedgerUnavailable, OutboxMessage, StreamAppend, open_ledger
-from croupier.ledger.batch import Plan
 from croupier.ledger.postgres import APPEND_LOCK, PostgresLedger
 from croupier.settlement.facts import Fact
 
 if TYPE_CHECKING:
-    from croupier.ledger.postgres import Conn
+    pass
 
 pytestmark = pytest.mark.integration
 
@@ -91,20 +90,6 @@ async def test_service_role_may_only_insert_and_select(postgres_database: str) -
                 await conn.execute(statement)
     finally:
         await conn.close()
-
-
-class HeldAppend(PostgresLedger):
-    """Holds its append transaction open after writing, until released."""
-
-    def __init__(self, url: str) -> None:
-        super().__init__(url)
-        self.written = asyncio.Event()
-        self.release = asyncio.Event()
-
-    async def _write(self, conn: Conn, plan: Plan, head: Sequence[Any]) -> None:
-        await super()._write(conn, plan, head)
-        self.written.set()
-        await self.release.wait()
 
 
 async def test_sessions_run_without_jit_unless_the_url_asks(postgres_database: str) -> None:

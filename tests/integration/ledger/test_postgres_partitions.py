@@ -11,23 +11,22 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import asyncpg
 import pytest
+from held_append import HeldAppend
 from ledger_suite import read_everything
 from partitions_suite import P, PartitionSuite, a_fact, eventually, fenced, table_in
 
 from croupier.ledger import Fenced, open_ledger
-from croupier.ledger.batch import Plan
 from croupier.ledger.postgres import PostgresLedger
 from croupier.metrics import Metrics
 from croupier.settlement.partitions import PartitionOwner
 
 if TYPE_CHECKING:
-    from croupier.ledger.postgres import Conn
+    pass
 
 pytestmark = pytest.mark.integration
 
@@ -75,20 +74,6 @@ async def test_many_owners_racing_in_their_own_sessions_never_share_a_partition(
     finally:
         for ledger in ledgers:
             await ledger.close()
-
-
-class HeldAppend(PostgresLedger):
-    """Holds its append transaction open after writing, until released."""
-
-    def __init__(self, url: str) -> None:
-        super().__init__(url)
-        self.written = asyncio.Event()
-        self.release = asyncio.Event()
-
-    async def _write(self, conn: Conn, plan: Plan, head: Sequence[Any]) -> None:
-        await super()._write(conn, plan, head)
-        self.written.set()
-        await self.release.wait()
 
 
 async def test_no_takeover_commits_between_an_append_fence_check_and_its_commit(
