@@ -41,6 +41,7 @@ from service_harness import (
     serve_process,
     wallet_paid,
 )
+from unit.croupier.test_replay import Table
 
 from croupier.bus import SETTLEMENTS_EXCHANGE
 from croupier.bus.amqp import declare_topology
@@ -127,6 +128,20 @@ async def shares(database_url: str, a: ServeProcess, b: ServeProcess) -> Counter
     )
 
 
+async def assert_settled_once(database_url: str, tables: list[Table], wallet: Wallet) -> None:
+    """Every round closed once, postings balanced, the wallet paid what the ledger returned;
+    nothing refused (no message dead-lettered, nothing fenced quarantined); and the graceful
+    stops released every lease at once."""
+    events = await ledger_events(database_url)
+    assert_one_closure_per_round(events, round_streams(tables))
+    assert_postings_balance(events)
+    assert wallet.unique.keys() == expected_results(tables).keys()
+    assert wallet_paid(wallet) == ledger_returned(events)
+    rejected = [e for e in events if e.stream == "rejections"]
+    assert rejected == [], rejected[:3]
+    assert set((await leases(database_url)).values()) == {None}
+
+
 HALVES = Counter({"a": PARTITIONS // 2, "b": PARTITIONS // 2})
 
 
@@ -178,18 +193,9 @@ async def test_two_instances_share_partitions_and_a_killed_ones_move_within_the_
         assert await b.exit_code() == 0, b.tail()
     await wallet.drain()
 
-    events = await ledger_events(postgres_database)
-    assert_one_closure_per_round(events, round_streams(tables))
-    assert_postings_balance(events)
-    assert wallet.unique.keys() == expected_results(tables).keys()
-    assert wallet_paid(wallet) == ledger_returned(events)
-    # Nothing was refused on the way: no message was dead-lettered, and none is left unrouted
-    # (the router bound every table of the feed).
-    rejected = [e for e in events if e.stream == "rejections"]
-    assert rejected == [], rejected[:3]
+    await assert_settled_once(postgres_database, tables, wallet)
+    # None is left unrouted: the router bound every table of the feed.
     assert await _bound_tables(amqp_vhost) >= len(table_ids)
-    # The graceful stop released b's leases at once.
-    assert set((await leases(postgres_database)).values()) == {None}
 
 
 async def _bound_tables(url: str) -> int:
@@ -262,14 +268,7 @@ async def test_a_paused_owner_loses_its_partitions_and_hands_its_deliveries_over
             assert await served.exit_code() == 0, served.tail()
     await wallet.drain()
 
-    events = await ledger_events(postgres_database)
-    assert_one_closure_per_round(events, round_streams(tables))
-    assert_postings_balance(events)
-    assert wallet.unique.keys() == expected_results(tables).keys()
-    assert wallet_paid(wallet) == ledger_returned(events)
-    rejected = [e for e in events if e.stream == "rejections"]
-    assert rejected == [], rejected[:3]  # nothing fenced was quarantined
-    assert set((await leases(postgres_database)).values()) == {None}
+    await assert_settled_once(postgres_database, tables, wallet)
 
 
 def _sample(text: str, name: str) -> float:
