@@ -1,13 +1,16 @@
 """Run every benchmark: ``python -m bench`` (``make bench``), or ``python -m bench NAME ...``.
 
 Each module in ``MODULES`` has a ``run()`` that prints its own figures; they run in this
-order. A module that is not written yet is skipped with a note.
+order. A module that is not written yet is skipped with a note. Each runs with the
+interpreter's switch interval the ``croupier`` command sets (:mod:`croupier.scheduling`).
 """
 
 from __future__ import annotations
 
 import importlib
 import sys
+
+from croupier.scheduling import answer_round_trips_promptly
 
 MODULES = (
     "bench.evaluator",
@@ -28,6 +31,7 @@ MODULES = (
 
 
 def main(argv: list[str]) -> int:
+    answer_round_trips_promptly()
     names = [f"bench.{name.removeprefix('bench.')}" for name in argv] or list(MODULES)
     for name in names:
         try:

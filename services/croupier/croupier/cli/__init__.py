@@ -19,6 +19,7 @@ from croupier import croupier_version
 from croupier.cli.console import ArgumentParser
 from croupier.config import Settings, help_table, load_settings, use_settings
 from croupier.errors import CommandError, ExitCode
+from croupier.scheduling import answer_round_trips_promptly
 from croupier.urls import mask_secrets
 
 #: Each command: its module and its one-line summary. A module defines
@@ -185,6 +186,7 @@ def main(
         configure_logging(
             level, libraries=settings.log_level is not None or args.command in SERVICES
         )
+        answer_round_trips_promptly()
         return int(args.run(args))
     except CommandError as error:
         if args.debug:
