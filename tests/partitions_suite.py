@@ -319,6 +319,30 @@ class PartitionSuite:
         with pytest.raises(Fenced):
             await a.append([a_fact("T1")], tables=["T1"])
 
+    async def test_the_longest_unowned_partition_is_measured_and_exported(
+        self, ledger: Ledger, other: Ledger
+    ) -> None:
+        a, b = self.owner(ledger, "a", term=0.5), self.owner(other, "b")
+        await a.balance()
+        assert a.metrics.registry.get_sample_value("croupier_partition_unowned_seconds") == 0
+        await a.leases.release("a", [3])  # released: unowned since the release
+        await asyncio.sleep(0.3)
+        assert 0.25 <= await b.unowned() < 1.5
+        await asyncio.sleep(0.4)  # the rest expired 0.5 s after a's take
+        assert 0.25 <= await b.unowned() < 1.5
+        await a.leases.take("a", 10, P)  # every partition owned again
+        assert await b.unowned() == 0
+
+    async def test_a_partition_never_owned_counts_from_when_it_was_first_seen_so(
+        self, ledger: Ledger
+    ) -> None:
+        a = self.owner(ledger, "a")
+        assert await a.unowned() < 0.05  # every partition free since the ledger began
+        await asyncio.sleep(0.3)
+        assert 0.25 <= await a.unowned() < 1.5
+        await a.balance()  # takes them all, then reads the leases again
+        assert a.metrics.registry.get_sample_value("croupier_partition_unowned_seconds") == 0
+
     async def test_run_takes_a_released_partition_within_a_poll(
         self, ledger: Ledger, other: Ledger
     ) -> None:

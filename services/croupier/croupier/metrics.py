@@ -176,6 +176,14 @@ class Metrics:
             buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 15, 20, 30, 60),
             registry=r,
         )
+        self.partition_unowned = Gauge(
+            "croupier_partition_unowned_seconds",
+            "The longest any partition of the ledger has been without a valid lease (free, "
+            "released or expired), as this instance last read the leases; 0 when every "
+            "partition is owned. A partition never owned counts from when this instance "
+            "first saw it so",
+            registry=r,
+        )
         self.ready = Gauge("croupier_ready", "1 when the service is ready", registry=r)
         self.rounds_open = Gauge(
             "croupier_rounds_open", "Rounds open in this instance's memory", registry=r

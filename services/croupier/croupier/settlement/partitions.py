@@ -16,6 +16,10 @@ Guarantees (on top of ``croupier.ledger.partitions``):
   epoch is refused in the append transaction. Either way the append raises ``Fenced``,
   writes nothing, is counted in ``croupier_appends_fenced_total{partition}``, and the
   partitions are dropped from what the instance believes it holds.
+- **Unowned, measured.** At every renewal it reads every lease and sets
+  ``croupier_partition_unowned_seconds`` to the longest any partition has been without a
+  valid lease (:meth:`PartitionOwner.unowned`), so a partition nobody takes is seen from
+  any live instance (the alert PartitionUnowned, deploy/prometheus/rules.yml).
 - What it holds is what the database said at the last renewal or take; the database, not
   this object, decides every append.
 """
@@ -75,6 +79,8 @@ class PartitionOwner:
         #: Partition -> the epoch this instance holds it at, as the database last said.
         self.held: dict[int, int] = {}
         self._renewed = -float("inf")
+        #: Partition never owned -> when this instance first saw it so (monotonic).
+        self._never_owned: dict[int, float] = {}
 
     async def balance(self) -> None:
         """One step: register, renew when due, then take up to the fair share or give back
@@ -83,7 +89,8 @@ class PartitionOwner:
             self.count = await self.leases.count()
         live = await self.leases.register(self.instance, self.term)
         now = time.monotonic()
-        if now - self._renewed >= self.term / 3:
+        due = now - self._renewed >= self.term / 3
+        if due:
             renewed = await self.leases.renew(self.instance, self.term)
             self._renewed = now
             lost = [p for p, epoch in self.held.items() if renewed.get(p) != epoch]
@@ -104,6 +111,24 @@ class PartitionOwner:
                 if taken.unowned is not None:
                     self.metrics.partition_handover_seconds.observe(max(0.0, taken.unowned))
         self.metrics.partitions_owned.set(len(self.held))
+        if due:
+            self.metrics.partition_unowned.set(await self.unowned())
+
+    async def unowned(self) -> float:
+        """The longest any partition of the ledger has been without a valid lease, in seconds
+        (0 when every one is owned): since its release or expiry by the database's clock; a
+        partition never owned, since this instance first saw it so. Read at every renewal
+        into ``croupier_partition_unowned_seconds`` (the alert PartitionUnowned)."""
+        now = time.monotonic()
+        longest = 0.0
+        for lease in await self.leases.leases():
+            if lease.owner is not None and lease.expires_in > 0:
+                self._never_owned.pop(lease.partition, None)
+            elif lease.epoch > 0:
+                longest = max(longest, -lease.expires_in)
+            else:
+                longest = max(longest, now - self._never_owned.setdefault(lease.partition, now))
+        return longest
 
     async def run(self, stopping: asyncio.Event) -> None:
         """Balance every ``poll`` seconds until ``stopping`` is set, then :meth:`stop`. A
