@@ -86,6 +86,7 @@ RELIABILITY_ALERTS = (
     "ResultsSetAside",
     "BrokerDeadLettered",
     "RelayNotActive",
+    "PartitionUnowned",
 )
 
 
@@ -402,7 +403,15 @@ def test_dashboard_is_valid_json_with_a_uid_and_the_rows() -> None:
     doc = json.loads(DASHBOARD.read_text(encoding="utf-8"))
     assert doc["uid"] and doc["title"]
     rows = [p["title"] for p in _panels() if p["type"] == "row"]
-    assert rows == ["Throughput", "Money", "Game integrity", "Quality", "Latency", "Outbox"]
+    assert rows == [
+        "Throughput",
+        "Money",
+        "Game integrity",
+        "Quality",
+        "Latency",
+        "Outbox",
+        "Partitions",
+    ]
     ids = [p["id"] for p in _panels()]
     assert len(ids) == len(set(ids))
 
