@@ -11,7 +11,15 @@ import yaml
 
 from contract.feed import EventType
 from croupier.bus import FEED_QUEUE
-from croupier.bus.topology import TOPOLOGY
+from croupier.bus.topology import (
+    ROUTED_EXCHANGE,
+    TOPOLOGY,
+    UNROUTED_QUEUE,
+    partition_queue,
+    routed_topology,
+    table_binding,
+)
+from croupier.ledger.partitions import DEFAULT_PARTITIONS, MAX_PARTITIONS
 
 CONTRACTS = Path(__file__).resolve().parents[3] / "contracts"
 DOCUMENT = CONTRACTS / "asyncapi.yaml"
@@ -123,3 +131,77 @@ def test_the_document_states_the_topology_the_service_declares(doc: dict[str, An
     descriptions = " ".join(c.get("description", "") for c in doc["channels"].values())
     for other in TOPOLOGY.queues:
         assert f"`{other.name}`" in descriptions or other.name == FEED_QUEUE
+
+
+def _exchange_channels(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {
+        channel["bindings"]["amqp"]["exchange"]["name"]: channel
+        for channel in doc["channels"].values()
+        if channel.get("bindings", {}).get("amqp", {}).get("is") == "routingKey"
+    }
+
+
+def _queue_channels(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {
+        channel["bindings"]["amqp"]["queue"]["name"]: channel
+        for channel in doc["channels"].values()
+        if channel.get("bindings", {}).get("amqp", {}).get("is") == "queue"
+    }
+
+
+def test_the_document_states_the_routed_topology_the_service_declares(
+    doc: dict[str, Any],
+) -> None:
+    routed = routed_topology(DEFAULT_PARTITIONS)
+    exchanges = _exchange_channels(doc)
+    for exchange in routed.exchanges:
+        stated = exchanges[exchange.name]
+        amqp = stated["bindings"]["amqp"]["exchange"]
+        assert (amqp["type"], amqp["durable"]) == (exchange.type, True), exchange.name
+        assert stated.get("x-amqp-exchange-arguments", {}) == dict(exchange.arguments)
+    for binding in routed.exchange_bindings:
+        bound = {"exchange": binding.source, "routingKey": binding.routing_key}
+        assert bound in exchanges[binding.destination]["x-amqp-bound-to"]
+    queues = _queue_channels(doc)
+    # The unrouted queue and the dead-letter queues by name; every partition's queue by the
+    # address template, with the arguments and the binding the router makes per table.
+    unrouted = queues[UNROUTED_QUEUE]
+    assert unrouted["x-amqp-queue-arguments"] == dict(routed.queue(UNROUTED_QUEUE).arguments)
+    assert unrouted["x-amqp-bound-to"] == [
+        {"exchange": b.exchange, "routingKey": b.routing_key}
+        for b in routed.bound_to(UNROUTED_QUEUE)
+    ]
+    channel = doc["channels"]["partitionFeed"]
+    template = channel["address"]
+    assert channel["bindings"]["amqp"]["queue"]["name"] == template
+    named = [template.format(partition=str(p).zfill(2)) for p in range(DEFAULT_PARTITIONS)]
+    partitions = [q for q in routed.queues if q.name.startswith(template.split("{")[0])]
+    assert named == [q.name for q in partitions]
+    for queue in partitions:
+        assert channel["x-amqp-queue-arguments"] == dict(queue.arguments), queue.name
+        assert not routed.bound_to(queue.name), "the router binds tables, not the topology"
+    assert channel["x-amqp-bound-to"] == [
+        {"exchange": ROUTED_EXCHANGE, "routingKey": table_binding("{table_id}")}
+    ]
+    widest = partition_queue(MAX_PARTITIONS - 1, MAX_PARTITIONS)
+    assert widest.endswith("p4095") and partition_queue(7, MAX_PARTITIONS).endswith("p0007")
+    assert "`p0007` of 4096" in channel["parameters"]["partition"]["description"]
+    descriptions = " ".join(c.get("description", "") for c in doc["channels"].values())
+    for queue in routed.queues:
+        assert queue.name in queues or queue in partitions or f"`{queue.name}`" in descriptions
+    assert f"`{partition_queue(DEFAULT_PARTITIONS - 1, DEFAULT_PARTITIONS)}`" in descriptions
+    assert "sha256(table_id)[:8]" in channel_text(doc, ROUTED_EXCHANGE)
+
+
+def channel_text(doc: dict[str, Any], exchange: str) -> str:
+    """The description of the channel of ``exchange``."""
+    return str(_exchange_channels(doc)[exchange]["description"])
+
+
+def test_the_routed_operations(doc: dict[str, Any]) -> None:
+    operations = doc["operations"]
+    assert operations["receivePartitionFeed"]["channel"]["$ref"] == "#/channels/partitionFeed"
+    assert operations["routeNewTables"]["channel"]["$ref"] == "#/channels/unroutedFeed"
+    for name in ("receivePartitionFeed", "routeNewTables"):
+        assert operations[name]["action"] == "receive"
+        assert operations[name]["bindings"]["amqp"]["ack"] is True
