@@ -23,8 +23,9 @@ from prometheus_client import Metric
 from contract.feed import MAX_BODY_BYTES
 from croupier import bus
 from croupier.bus.amqp import AmqpBus
-from croupier.bus.topology import TOPOLOGY
+from croupier.bus.topology import TOPOLOGY, partition_queue, rabbitmq_definitions, routed_topology
 from croupier.config import DEFAULT_HTTP_PORT, Settings
+from croupier.ledger.partitions import DEFAULT_PARTITIONS
 from croupier.metrics import Metrics
 from holdem import Spot
 
@@ -78,6 +79,8 @@ def _exported() -> dict[str, set[str]]:
 
 
 EXPORTED = _exported()
+#: The serve instances of compose.yaml, in partitioned mode.
+INSTANCES = ("croupier-1", "croupier-2", "croupier-3")
 #: Nothing lost, nothing stuck: each fires in a rule test and stays quiet in another.
 RELIABILITY_ALERTS = (
     "EventsHeld",
@@ -166,19 +169,58 @@ def _promtool(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_compose_names_every_service_with_its_image() -> None:
     services = _load_yaml(DEPLOY / "compose.yaml")["services"]
-    assert set(services) >= {"postgres", "rabbitmq", "croupier", "prometheus", "grafana", "studio"}
+    assert set(services) >= {"postgres", "rabbitmq", *INSTANCES, "prometheus", "grafana", "studio"}
+    assert "croupier" not in services, "a single-mode instance beside the partitioned ones"
     assert services["postgres"]["image"].startswith("postgres:15")
     assert services["rabbitmq"]["image"].startswith("rabbitmq:3.13-management")
-    assert services["croupier"]["build"]["dockerfile"] == "deploy/Dockerfile"
-    assert services["croupier"]["command"] == ["serve"]
+    assert services[INSTANCES[0]]["build"]["dockerfile"] == "deploy/Dockerfile"
+    for name in INSTANCES:
+        assert services[name]["image"] == "croupier:local", name
+        assert services[name]["command"] == ["serve"], name
+    built = [name for name, service in services.items() if "build" in service]
+    assert built == [INSTANCES[0]], "one image, built once, run by every Croupier service"
     assert services["studio"]["profiles"] == ["studio"]
     assert services["studio"]["command"][0] == "simulate"
     assert "--amqp" in services["studio"]["command"]
 
 
+def test_compose_runs_three_instances_in_partitioned_mode() -> None:
+    """The same partitioned settings for all three, each told apart: its own hostname (the
+    instance id starts with it) and its own host port for /metrics; Prometheus scrapes each."""
+    services = _load_yaml(DEPLOY / "compose.yaml")["services"]
+    instances = [services[name] for name in INSTANCES]
+    environments = [instance["environment"] for instance in instances]
+    assert all(env == environments[0] for env in environments)
+    env = environments[0]
+    for name in ("CROUPIER_PARTITIONED", "CROUPIER_PARTITION_TERM"):
+        assert name.removeprefix("CROUPIER_").lower() in Settings.model_fields, name
+    chosen = Settings(
+        partitioned=env["CROUPIER_PARTITIONED"], partition_term=env["CROUPIER_PARTITION_TERM"]
+    )
+    assert chosen.partitioned is True
+    # PartitionUnowned is set at twice the term the stack runs with.
+    alert = next(r for r in _rules() if r.get("alert") == "PartitionUnowned")
+    assert f"> {2 * chosen.partition_term:g}" in alert["expr"]
+    hostnames = [instance["hostname"] for instance in instances]
+    assert hostnames == list(INSTANCES), "distinct hostnames: distinct instance ids"
+    published = [p.split(":")[-2] for instance in instances for p in instance["ports"]]
+    assert len(set(published)) == len(INSTANCES)
+    assert all(p.endswith(f":{DEFAULT_HTTP_PORT}") for i in instances for p in i["ports"])
+    for instance in instances:
+        assert instance["depends_on"] == {
+            "postgres": {"condition": "service_healthy"},
+            "rabbitmq": {"condition": "service_healthy"},
+        }
+        assert instance["stop_grace_period"] == "15s"
+    scraped = _load_yaml(PROMETHEUS / "prometheus.yml")["scrape_configs"]
+    croupier = next(job for job in scraped if job["job_name"] == "croupier")
+    targets = [t for config in croupier["static_configs"] for t in config["targets"]]
+    assert targets == [f"{name}:{DEFAULT_HTTP_PORT}" for name in hostnames]
+
+
 def test_compose_wires_the_environment_the_code_reads() -> None:
     services = _load_yaml(DEPLOY / "compose.yaml")["services"]
-    env = services["croupier"]["environment"]
+    env = services[INSTANCES[0]]["environment"]
     config = (
         Path(__file__).resolve().parents[3] / "services/croupier/croupier/config.py"
     ).read_text()
@@ -192,7 +234,7 @@ def test_compose_wires_the_environment_the_code_reads() -> None:
     assert int(env["CROUPIER_HTTP_PORT"]) == DEFAULT_HTTP_PORT == 9464
     assert any(
         p.endswith(f"{DEFAULT_HTTP_PORT}:{DEFAULT_HTTP_PORT}")
-        for p in services["croupier"]["ports"]
+        for p in services[INSTANCES[0]]["ports"]
     )
 
 
@@ -212,11 +254,13 @@ def test_compose_runs_the_projector_and_the_read_only_web_service_apart() -> Non
 
 def test_compose_starts_things_in_order_of_health() -> None:
     services = _load_yaml(DEPLOY / "compose.yaml")["services"]
-    assert services["croupier"]["depends_on"] == {
-        "postgres": {"condition": "service_healthy"},
-        "rabbitmq": {"condition": "service_healthy"},
-    }
-    assert services["studio"]["depends_on"]["croupier"]["condition"] == "service_healthy"
+    for name in INSTANCES:
+        assert services[name]["depends_on"] == {
+            "postgres": {"condition": "service_healthy"},
+            "rabbitmq": {"condition": "service_healthy"},
+        }
+    assert services["studio"]["depends_on"][INSTANCES[0]]["condition"] == "service_healthy"
+    assert services["projector"]["depends_on"][INSTANCES[0]]["condition"] == "service_healthy"
     assert services["grafana"]["depends_on"]["prometheus"]["condition"] == "service_healthy"
     for name in ("postgres", "rabbitmq", "prometheus", "grafana"):
         assert services[name]["healthcheck"]["test"], name
@@ -232,21 +276,59 @@ def test_dockerfile_runs_serve_as_a_non_root_user_with_a_healthcheck() -> None:
     assert f"EXPOSE {DEFAULT_HTTP_PORT}" in dockerfile
 
 
-def test_rabbitmq_definitions_leave_the_service_topology_to_the_service() -> None:
+def test_rabbitmq_definitions_declare_the_routed_topology_as_the_service_does() -> None:
+    """The stack runs partitioned: the broker is seeded with the routed topology for the
+    default partition count, entry for entry what the service declares (an exchange declared
+    again with other arguments would stop it), and never the single feed queue (a vhost
+    carries one mode), followed by the stand-in wallet queue."""
     definitions = json.loads((DEPLOY / "rabbitmq" / "definitions.json").read_text())
-    assert [e["name"] for e in definitions["exchanges"]] == [bus.SETTLEMENTS_EXCHANGE]
-    assert definitions["exchanges"][0]["type"] == "topic"
-    queues = {q["name"] for q in definitions["queues"]}
-    assert not queues & {bus.FEED_QUEUE, bus.DEAD_LETTER_QUEUE}
-    assert {b["source"] for b in definitions["bindings"]} == {bus.SETTLEMENTS_EXCHANGE}
-    declared = {e.name: e.type for e in TOPOLOGY.exchanges}
-    for exchange in definitions["exchanges"]:  # the same as the service declares, if at all
-        assert (exchange["type"], exchange["durable"]) == (declared[exchange["name"]], True)
-    assert not queues & {q.name for q in TOPOLOGY.queues}
+    routed = rabbitmq_definitions(routed_topology(DEFAULT_PARTITIONS), "/")
+    for kind in ("exchanges", "queues", "bindings"):
+        assert definitions[kind][: len(routed[kind])] == routed[kind], kind
+    queues = {q["name"]: q for q in definitions["queues"]}
+    assert bus.FEED_QUEUE not in queues, "the single-consumer queue beside the routed ones"
+    assert {partition_queue(p, DEFAULT_PARTITIONS) for p in range(DEFAULT_PARTITIONS)} <= set(
+        queues
+    )
+    assert not {b["destination"] for b in definitions["bindings"]} & {
+        partition_queue(p, DEFAULT_PARTITIONS) for p in range(DEFAULT_PARTITIONS)
+    }, "tables are bound by the router, not seeded"
+    # Beyond the topology: only the stand-in wallet queue, bound to the results.
+    extra_queues = definitions["queues"][len(routed["queues"]) :]
+    assert [q["name"] for q in extra_queues] == ["wallets.settlements"]
+    extra = definitions["bindings"][len(routed["bindings"]) :]
+    assert [(b["source"], b["destination"]) for b in extra] == [
+        (bus.SETTLEMENTS_EXCHANGE, "wallets.settlements")
+    ]
+    assert len(definitions["exchanges"]) == len(routed["exchanges"])
+    vhosts = {e["vhost"] for k in ("exchanges", "queues", "bindings") for e in definitions[k]}
+    assert vhosts == {"/"}
     users = {u["name"] for u in definitions["users"]}
     services = _load_yaml(DEPLOY / "compose.yaml")["services"]
-    amqp = services["croupier"]["environment"]["CROUPIER_AMQP_URL"]
-    assert amqp.split("//", 1)[1].split(":", 1)[0] in users
+    for name in INSTANCES:
+        amqp = services[name]["environment"]["CROUPIER_AMQP_URL"]
+        assert amqp.split("//", 1)[1].split(":", 1)[0] in users
+    everything = {
+        (p["user"], p["vhost"], p["configure"], p["write"], p["read"])
+        for p in definitions["permissions"]
+    }
+    assert ("croupier", "/", ".*", ".*", ".*") in everything, "the router binds tables"
+
+
+def test_the_printed_routed_definitions_are_the_seeded_ones(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`croupier topology routed` prints what deploy/rabbitmq/definitions.json seeds."""
+    from floor.cli import main
+
+    args = ["topology", "routed", "--partitions", str(DEFAULT_PARTITIONS)]
+    assert main(args) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed == rabbitmq_definitions(routed_topology(DEFAULT_PARTITIONS), "/")
+    assert main(["topology", "single", "--vhost", "prod"]) == 0
+    single = json.loads(capsys.readouterr().out)
+    assert single == rabbitmq_definitions(TOPOLOGY, "prod")
+    assert single["queues"][0]["name"] == bus.FEED_QUEUE
 
 
 def _rabbitmq_conf() -> dict[str, str]:
@@ -277,7 +359,7 @@ def test_prometheus_scrapes_croupier_on_its_port() -> None:
     config = _load_yaml(PROMETHEUS / "prometheus.yml")
     jobs = {job["job_name"]: job for job in config["scrape_configs"]}
     targets = [t for sc in jobs["croupier"]["static_configs"] for t in sc["targets"]]
-    assert targets == [f"croupier:{DEFAULT_HTTP_PORT}"]
+    assert targets == [f"{name}:{DEFAULT_HTTP_PORT}" for name in INSTANCES]
     assert jobs["croupier"].get("metrics_path", "/metrics") == "/metrics"
 
 

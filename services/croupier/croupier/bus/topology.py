@@ -144,6 +144,62 @@ def routed_topology(count: int) -> Topology:
     )
 
 
+def rabbitmq_definitions(topology: Topology, vhost: str = "/") -> dict[str, list[dict[str, Any]]]:
+    """``topology`` as the ``exchanges``, ``queues`` and ``bindings`` of a RabbitMQ definitions
+    file on ``vhost`` (``rabbitmqctl import_definitions``, ``load_definitions``): exactly what
+    :func:`croupier.bus.amqp.declare_topology` declares, so that a broker seeded with it
+    accepts the service's own declarations (an exchange declared again with other arguments
+    closes the channel). deploy/rabbitmq/definitions.json holds the routed topology."""
+    return {
+        "exchanges": [
+            {
+                "name": e.name,
+                "vhost": vhost,
+                "type": e.type,
+                "durable": True,
+                "auto_delete": False,
+                "internal": False,
+                "arguments": dict(e.arguments),
+            }
+            for e in topology.exchanges
+        ],
+        "queues": [
+            {
+                "name": q.name,
+                "vhost": vhost,
+                "durable": True,
+                "auto_delete": False,
+                "arguments": dict(q.arguments),
+            }
+            for q in topology.queues
+        ],
+        "bindings": [
+            *(
+                {
+                    "source": link.source,
+                    "vhost": vhost,
+                    "destination": link.destination,
+                    "destination_type": "exchange",
+                    "routing_key": link.routing_key,
+                    "arguments": {},
+                }
+                for link in topology.exchange_bindings
+            ),
+            *(
+                {
+                    "source": b.exchange,
+                    "vhost": vhost,
+                    "destination": b.queue,
+                    "destination_type": "queue",
+                    "routing_key": b.routing_key,
+                    "arguments": {},
+                }
+                for b in topology.bindings
+            ),
+        ],
+    }
+
+
 TOPOLOGY: Final = Topology(
     exchanges=(
         Exchange(FEED_EXCHANGE),

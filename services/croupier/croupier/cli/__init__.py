@@ -64,6 +64,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "croupier.cli.commands.partitions",
         "list each partition's owner, epoch and lease expiry, and the instances",
     ),
+    "topology": (
+        "croupier.cli.commands.topology",
+        "print a feed mode's broker topology, or switch a vhost to it (single or routed)",
+    ),
     "project": (
         "croupier.cli.commands.project",
         "project the ledger into the read models (checkpointed, resumable)",
