@@ -208,6 +208,7 @@ def test_compose_runs_three_instances_in_partitioned_mode() -> None:
     assert all(p.endswith(f":{DEFAULT_HTTP_PORT}") for i in instances for p in i["ports"])
     for instance in instances:
         assert instance["depends_on"] == {
+            "setup": {"condition": "service_completed_successfully"},
             "postgres": {"condition": "service_healthy"},
             "rabbitmq": {"condition": "service_healthy"},
         }
@@ -216,6 +217,31 @@ def test_compose_runs_three_instances_in_partitioned_mode() -> None:
     croupier = next(job for job in scraped if job["job_name"] == "croupier")
     targets = [t for config in croupier["static_configs"] for t in config["targets"]]
     assert targets == [f"{name}:{DEFAULT_HTTP_PORT}" for name in hostnames]
+
+
+def test_compose_makes_the_signing_key_once_and_migrates_before_any_instance() -> None:
+    """serve never migrates and will not run without its signing key: the one-shot setup
+    makes the key on the first run only (keygen refuses to overwrite one) and migrates;
+    every instance reads the key from the same volume, read-only."""
+    services = _load_yaml(DEPLOY / "compose.yaml")["services"]
+    setup = services["setup"]
+    assert setup["image"] == "croupier:local"
+    assert setup["entrypoint"] == ["sh", "-ec"]
+    (script,) = setup["command"]
+    steps = [line.strip() for line in script.strip().splitlines()]
+    key = services[INSTANCES[0]]["environment"]["CROUPIER_LEDGER_SIGNING_KEY"]
+    folder = key.rsplit("/", 1)[0]
+    assert key == f"{folder}/ledger-signing.key"
+    assert steps == [f"test -f {key} || croupier keygen --out {folder}", "croupier migrate"]
+    (volume,) = setup["volumes"]
+    name, mounted = volume.split()[0].split(":")
+    assert folder.startswith(mounted + "/")
+    assert "ledger_signing_key" in Settings.model_fields
+    for instance in INSTANCES:
+        assert services[instance]["volumes"] == [f"{name}:{mounted}:ro"], instance
+    assert name in _load_yaml(DEPLOY / "compose.yaml")["volumes"]
+    dockerfile = (DEPLOY / "Dockerfile").read_text()
+    assert f"chown croupier:croupier {mounted}" in dockerfile, "the volume takes the image's owner"
 
 
 def test_compose_wires_the_environment_the_code_reads() -> None:
@@ -256,9 +282,12 @@ def test_compose_starts_things_in_order_of_health() -> None:
     services = _load_yaml(DEPLOY / "compose.yaml")["services"]
     for name in INSTANCES:
         assert services[name]["depends_on"] == {
+            "setup": {"condition": "service_completed_successfully"},
             "postgres": {"condition": "service_healthy"},
             "rabbitmq": {"condition": "service_healthy"},
         }
+    assert services["setup"]["depends_on"] == {"postgres": {"condition": "service_healthy"}}
+    assert services["setup"]["restart"] == "no"
     assert services["studio"]["depends_on"][INSTANCES[0]]["condition"] == "service_healthy"
     assert services["projector"]["depends_on"][INSTANCES[0]]["condition"] == "service_healthy"
     assert services["grafana"]["depends_on"]["prometheus"]["condition"] == "service_healthy"
