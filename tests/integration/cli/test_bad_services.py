@@ -86,7 +86,11 @@ CASES = [
 DOWN = "amqp://guest:guest@127.0.0.1:1/"
 WRONG_PASSWORD = with_login(RABBITMQ_URL, "guest", SECRET)
 NO_VHOST = with_vhost(RABBITMQ_URL, "croupier-no-such-vhost")
-for command in (["simulate", "--rounds", "2"], ["redrive", "--dry-run"]):
+for command in (
+    ["simulate", "--rounds", "2"],
+    ["redrive", "--dry-run"],
+    ["topology", "routed", "--partitions", "4", "--apply"],
+):
     CASES += [
         Case(
             f"{command[0]}-broker-down",
