@@ -55,6 +55,7 @@ from croupier.ledger import open_ledger
 from croupier.ledger.signing import LedgerKey
 from croupier.logs import configure_logging
 from croupier.settlement.round import stream_name
+from croupier.scheduling import answer_round_trips_promptly
 from croupier.settlement.service import Service
 from studio import StudioConfig, TableSpec, every_paytable, simulate
 from studio.message import FeedMessage
@@ -214,6 +215,7 @@ def _service(amqp_url: str, db_url: str, ready: MpEvent, stop: MpEvent, times: A
     Puts the time just before the service starts (after migrating its ledger).
     """
     configure_logging("WARNING")
+    answer_round_trips_promptly()  # as the croupier command does
     asyncio.run(_serve(amqp_url, db_url, ready, stop, times))
 
 
