@@ -33,7 +33,7 @@ from croupier.projection import (
 )
 
 #: Ledger events read per batch (one commit each) unless told otherwise.
-DEFAULT_BATCH: Final = 2_000
+DEFAULT_BATCH: Final = 10_000
 MAX_BATCH: Final = 50_000
 
 

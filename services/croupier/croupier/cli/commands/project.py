@@ -16,7 +16,7 @@ from croupier.ledger import LedgerError
 from croupier.metrics import Metrics
 from croupier.projection import ProjectionError, open_store
 from croupier.projection.integrity import IntegrityProjection
-from croupier.projection.projector import DEFAULT_BATCH, Progress, Projector
+from croupier.projection.projector import DEFAULT_BATCH, MAX_BATCH, Progress, Projector
 from croupier.projection.registry import load_projections
 
 
@@ -41,7 +41,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--batch",
-        type=bounded_int(1, 100_000),
+        type=bounded_int(1, MAX_BATCH),
         default=DEFAULT_BATCH,
         help="ledger events per transaction",
     )
