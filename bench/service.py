@@ -54,8 +54,8 @@ from croupier.bus.amqp import AmqpBus, declare_topology
 from croupier.ledger import open_ledger
 from croupier.ledger.signing import LedgerKey
 from croupier.logs import configure_logging
-from croupier.settlement.round import stream_name
 from croupier.scheduling import answer_round_trips_promptly
+from croupier.settlement.round import stream_name
 from croupier.settlement.service import Service
 from studio import StudioConfig, TableSpec, every_paytable, simulate
 from studio.message import FeedMessage
