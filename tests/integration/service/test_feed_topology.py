@@ -2,7 +2,8 @@
 deploy/rabbitmq/definitions.json seeds are accepted by a partitioned instance as they are
 and route a new table's events before any instance runs; ``croupier topology --apply``
 switches a vhost between the single feed queue and the routed feed without dropping a
-message, and back (docs/operations.md, "Switching a vhost to the routed feed")."""
+message, and back (docs/operations.md, "Switching a vhost to the routed feed"); ``croupier
+partitions`` reads each partition's lag off the broker."""
 
 from __future__ import annotations
 
@@ -10,19 +11,26 @@ import asyncio
 import json
 import os
 import tempfile
+from collections import Counter
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
 import aio_pika
-import aiormq
 import pytest
 from conftest import rabbitmqctl
 
 from croupier.bus import FEED_EXCHANGE, FEED_QUEUE
-from croupier.bus.amqp import declare_topology
+from croupier.bus.amqp import declare_topology, queue_depths
 from croupier.bus.routed import RoutedAmqpBus
-from croupier.bus.topology import TOPOLOGY, UNROUTED_QUEUE
+from croupier.bus.topology import (
+    ROUTED_EXCHANGE,
+    TOPOLOGY,
+    UNROUTED_QUEUE,
+    partition_queue,
+    table_binding,
+)
+from croupier.ledger import open_ledger
 from croupier.ledger.partitions import DEFAULT_PARTITIONS, partition_of
 from floor.cli import main
 
@@ -44,21 +52,8 @@ async def _publish(url: str, *keys: str) -> None:
 
 async def _depths(url: str, *queues: str) -> dict[str, int | None]:
     """Messages ready in each of ``queues``; None for one that does not exist."""
-    connection = await aio_pika.connect(url)
-    depths: dict[str, int | None] = {}
-    try:
-        channel = await connection.channel()
-        for name in queues:
-            try:
-                queue = await channel.declare_queue(name, passive=True)
-            except aiormq.exceptions.ChannelNotFoundEntity:
-                depths[name] = None
-                channel = await connection.channel()
-            else:
-                depths[name] = queue.declaration_result.message_count or 0
-    finally:
-        await connection.close()
-    return depths
+    depths = await queue_depths(url, queues)
+    return {name: depth.ready if depth else None for name, depth in depths.items()}
 
 
 async def _eventually_depths(url: str, expected: dict[str, int | None]) -> None:
@@ -113,10 +108,7 @@ async def test_the_seeded_definitions_are_the_routed_topology_the_service_declar
 
 
 async def _topology(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
-    code = await asyncio.to_thread(main, ["topology", *args, "--json"])
-    assert code == 0
-    document: dict[str, Any] = json.loads(capsys.readouterr().out)
-    return document
+    return await _command(capsys, "topology", *args)
 
 
 async def test_a_vhost_switches_to_the_routed_feed_and_back_without_dropping_a_message(
@@ -156,3 +148,57 @@ async def test_a_vhost_switches_to_the_routed_feed_and_back_without_dropping_a_m
     assert back["draining"] == {UNROUTED_QUEUE: 1}
     await _publish(amqp_vhost, "t3.round.opened")
     await _eventually_depths(amqp_vhost, {FEED_QUEUE: 2, UNROUTED_QUEUE: 1})
+
+
+async def test_croupier_partitions_shows_each_partition_s_lag_at_the_broker(
+    amqp_vhost: str,
+    postgres_database: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The lag of a partition is what its queue holds ready; a table not bound yet counts as
+    unrouted; with no broker named the lag is left out, and a vhost without partition
+    queues says so."""
+    async with open_ledger(postgres_database) as ledger:
+        await ledger.migrate(partitions=4)
+    ledger_args = ("partitions", "--ledger", postgres_database)
+    bare = await _command(capsys, *ledger_args, "--amqp", amqp_vhost)
+    assert bare["unrouted"] is None and {row["lag"] for row in bare["leases"]} == {None}
+
+    await _topology(capsys, "routed", "--partitions", "4", "--apply", "--amqp", amqp_vhost)
+    connection = await aio_pika.connect(amqp_vhost)
+    try:  # two tables bound to their partitions, as the router binds them
+        channel = await connection.channel()
+        for table in ("t-a", "t-b"):
+            queue = await channel.get_queue(partition_queue(partition_of(table, 4), 4))
+            await queue.bind(ROUTED_EXCHANGE, table_binding(table))
+    finally:
+        await connection.close()
+    await _publish(amqp_vhost, "t-a.round.opened", "t-a.bet.placed", "t-b.round.opened")
+    await _publish(amqp_vhost, "t-new.round.opened")
+    expected = Counter({partition_of("t-a", 4): 2})
+    expected[partition_of("t-b", 4)] += 1
+    async with asyncio.timeout(30):
+        while True:
+            document = await _command(capsys, *ledger_args, "--amqp", amqp_vhost)
+            lags = {row["partition"]: row["lag"] for row in document["leases"]}
+            if lags == {p: expected[p] for p in range(4)} and document["unrouted"] == 1:
+                break
+            await asyncio.sleep(0.1)
+    assert {row["consumers"] for row in document["leases"]} == {0}
+
+    code = await asyncio.to_thread(main, [*ledger_args, "--amqp", amqp_vhost])
+    text = capsys.readouterr().out
+    assert code == 0
+    assert "lag: 3 messages ready in partition queues, 1 unrouted" in text
+    assert "2 (0 consumers)" in text
+    monkeypatch.delenv("CROUPIER_AMQP_URL", raising=False)
+    code = await asyncio.to_thread(main, list(ledger_args))
+    assert code == 0 and "lag: name the broker with --amqp" in capsys.readouterr().out
+
+
+async def _command(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
+    code = await asyncio.to_thread(main, [*args, "--json"])
+    assert code == 0
+    document: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return document

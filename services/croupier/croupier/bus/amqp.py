@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Final, cast
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
@@ -312,6 +313,35 @@ async def declare_topology(channel: AbstractChannel, topology: Topology = TOPOLO
         declared = await _declare_queue(channel, queue)
         for binding in topology.bound_to(queue.name):
             await declared.bind(exchanges[binding.exchange], routing_key=binding.routing_key)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueDepth:
+    """What a queue holds: messages ready for delivery, and its consumers."""
+
+    ready: int
+    consumers: int
+
+
+async def queue_depths(url: str, names: Sequence[str]) -> dict[str, QueueDepth | None]:
+    """Each of the queues ``names`` at the broker at ``url`` (None: no such queue), read with
+    passive declares, which change nothing."""
+    connection = await aio_pika.connect(url, timeout=30)
+    depths: dict[str, QueueDepth | None] = {}
+    try:
+        channel = await connection.channel()
+        for name in names:
+            try:
+                queue = await channel.declare_queue(name, passive=True)
+            except aiormq.exceptions.ChannelNotFoundEntity:  # the broker closed the channel
+                depths[name] = None
+                channel = await connection.channel()
+                continue
+            result = queue.declaration_result
+            depths[name] = QueueDepth(result.message_count or 0, result.consumer_count or 0)
+    finally:
+        await connection.close()
+    return depths
 
 
 async def _declare_queue(channel: AbstractChannel, queue: Queue) -> aio_pika.abc.AbstractQueue:
