@@ -113,7 +113,7 @@ async def _apply(url: str, mode: str, count: int) -> dict[str, Any]:
     import aiormq
 
     from croupier.bus import FEED_EXCHANGE, FEED_QUEUE
-    from croupier.bus.amqp import declare_topology
+    from croupier.bus.amqp import declare_topology, queue_depths
     from croupier.bus.topology import (
         ROUTED_EXCHANGE,
         TOPOLOGY,
@@ -123,40 +123,27 @@ async def _apply(url: str, mode: str, count: int) -> dict[str, Any]:
     )
 
     routed = routed_topology(count)
+    if mode == "routed":
+        entry, others = FEED_QUEUE, [FEED_QUEUE]
+    else:
+        entry = ROUTED_EXCHANGE
+        others = [*(partition_queue(p, count) for p in range(count)), UNROUTED_QUEUE]
     connection = await aio_pika.connect(url, timeout=30)
-    unbound: list[str] = []
-    draining: dict[str, int] = {}
     try:
         channel = await connection.channel()
         await declare_topology(channel, routed if mode == "routed" else TOPOLOGY)
         feed = await channel.get_exchange(FEED_EXCHANGE)
-        if mode == "routed":
-            others = [FEED_QUEUE]
-            try:
-                queue = await channel.get_queue(FEED_QUEUE)
-            except aiormq.exceptions.ChannelNotFoundEntity:
-                channel = await connection.channel()
-            else:
-                await queue.unbind(feed, "#")
-                unbound.append(f"{FEED_EXCHANGE} -> {FEED_QUEUE} (#)")
+        try:  # the other mode's entry: a queue (single) or an exchange (routed) on the feed
+            bound = await (
+                channel.get_queue(entry) if mode == "routed" else channel.get_exchange(entry)
+            )
+        except aiormq.exceptions.ChannelNotFoundEntity:
+            unbound: list[str] = []
         else:
-            others = [*(partition_queue(p, count) for p in range(count)), UNROUTED_QUEUE]
-            try:
-                entry = await channel.get_exchange(ROUTED_EXCHANGE)
-            except aiormq.exceptions.ChannelNotFoundEntity:
-                channel = await connection.channel()
-            else:
-                await entry.unbind(feed, "#")
-                unbound.append(f"{FEED_EXCHANGE} -> {ROUTED_EXCHANGE} (#)")
-        for name in others:
-            try:
-                declared = await channel.declare_queue(name, passive=True)
-            except aiormq.exceptions.ChannelNotFoundEntity:
-                channel = await connection.channel()
-                continue
-            ready = declared.declaration_result.message_count or 0
-            if ready:
-                draining[name] = ready
+            await bound.unbind(feed, "#")
+            unbound = [f"{FEED_EXCHANGE} -> {entry} (#)"]
     finally:
         await connection.close()
+    depths = await queue_depths(url, others)
+    draining = {name: depth.ready for name, depth in depths.items() if depth and depth.ready}
     return {"mode": mode, "partitions": count, "unbound": unbound, "draining": draining}
