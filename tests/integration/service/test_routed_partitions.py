@@ -5,7 +5,11 @@ The feed of many tables reaches the partition queues through the router (every t
 to the broker), both instances take half of the ledger's partitions and consume their
 queues, then one is killed (SIGKILL) mid-stream. Its partitions must be taken by the other
 within the lease term plus 5 s, and every round of the feed must be settled exactly once,
-its results published to the wallet, with nothing lost and nothing settled twice.
+its results published to the wallet, with nothing lost and nothing settled twice. Six
+tables share a progressive pool across partitions held by both instances: the pool's meter
+moves in one recorded order, each movement on from the last (a meter's stream versions are
+checked by the ledger under its append lock; the instance that loses a race for the next
+version forgets its cached level and decides its batch again).
 """
 
 from __future__ import annotations
@@ -46,8 +50,11 @@ from unit.croupier.test_replay import Table
 from croupier.bus import SETTLEMENTS_EXCHANGE
 from croupier.bus.amqp import declare_topology
 from croupier.bus.topology import ROUTED_EXCHANGE, routed_topology
+from croupier.ledger import RecordedEvent
 from croupier.ledger.partitions import partition_of
 from croupier.ledger.postgres import create_database_if_missing
+from croupier.reports.audit import BooksAudit
+from croupier.settlement.meters import METER_MOVED
 from studio.config import Faults, StudioConfig, parse_table_specs
 from studio.feed import FeedMessage, simulate
 from studio.publisher import publish
@@ -60,10 +67,15 @@ TERM = 3.0
 TAKEOVER_SECONDS = TERM + 5.0
 
 
+#: The progressive tables share one pool per currency across partitions (and instances).
+PROGRESSIVE = "progressive*6:shared=4"
+
+
 def many_tables_feed(rounds: int) -> list[FeedMessage]:
-    """A feed over 24 tables (no progressive pool: its meter's order is step 4's)."""
+    """A feed over 30 tables, six of them sharing a progressive pool."""
+    specs = ["classic*12:shared=6", "standard*12:boxes=3", PROGRESSIVE]
     config = StudioConfig(
-        tables=parse_table_specs(["classic*12:shared=6", "standard*12:boxes=3"], prefix="route"),
+        tables=parse_table_specs(specs, prefix="route"),
         rounds=rounds,
         seed=41,
         timeout_rate=0.03,
@@ -135,11 +147,31 @@ async def assert_settled_once(database_url: str, tables: list[Table], wallet: Wa
     events = await ledger_events(database_url)
     assert_one_closure_per_round(events, round_streams(tables))
     assert_postings_balance(events)
+    assert_pools_continuous(events, tables)
     assert wallet.unique.keys() == expected_results(tables).keys()
     assert wallet_paid(wallet) == ledger_returned(events)
     rejected = [e for e in events if e.stream == "rejections"]
     assert rejected == [], rejected[:3]
     assert set((await leases(database_url)).values()) == {None}
+
+
+def assert_pools_continuous(events: list[RecordedEvent], tables: list[Table]) -> None:
+    """The progressive pool, moved by rounds of tables in different partitions (settled by
+    both instances), moves on from its last level at every movement, in one recorded order,
+    and each movement's parts add up (contributions, awards, reseeds)."""
+    progressive = {t.table_id for t in tables if "progressive" in t.paytable}
+    # Fewer partitions without a progressive table than either instance's half: each
+    # instance settles some of the pool's tables.
+    pooled = {partition_of(t, PARTITIONS) for t in progressive}
+    assert PARTITIONS - len(pooled) < PARTITIONS // 2, pooled
+    movements = [e for e in events if e.type == METER_MOVED]
+    assert len(movements) >= len(progressive), "every progressive table's rounds moved the pool"
+    audit = BooksAudit()
+    audit.read(events)
+    assert audit.report.ok, audit.report.problems[:5]
+    for stream in {e.stream for e in movements}:
+        versions = [e.version for e in movements if e.stream == stream]
+        assert versions == list(range(1, len(versions) + 1)), stream
 
 
 HALVES = Counter({"a": PARTITIONS // 2, "b": PARTITIONS // 2})
