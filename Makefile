@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 PYTEST_WORKERS ?= 6
 PYTEST := $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup
 
-.PHONY: run test test-unit test-integration test-slow chaos soak soak-short bench bench-compare bench-history bench-history-drop lint typecheck contracts par integrity-tables services clean tools
+.PHONY: run test test-unit test-integration test-slow chaos soak soak-short bench bench-compare bench-scale bench-history bench-history-drop lint typecheck contracts par integrity-tables services clean tools
 
 # pip shows each step (no --quiet): a first `make run` says what it is doing all along.
 $(STAMP): pyproject.toml
@@ -71,6 +71,10 @@ bench: $(STAMP)
 ## bench-compare: replay throughput against another revision, side by side (REV=90e484e)
 bench-compare: $(STAMP)
 	$(BIN)/python -m bench.compare $(REV)
+
+## bench-scale: 1, 2 and 4 partitioned `croupier serve` processes draining a 200,000-message backlog
+bench-scale: $(STAMP)
+	$(BIN)/python -m bench scale
 
 ## bench-history: croupier web under 50 clients over 1,000,000 settlement results (built once)
 bench-history: $(STAMP)

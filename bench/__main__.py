@@ -22,6 +22,7 @@ MODULES = (
     "bench.par",
     "bench.replay",
     "bench.service",
+    "bench.scale",
     "bench.history",
     "bench.projection",
     "bench.logs",

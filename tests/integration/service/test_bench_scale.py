@@ -1,0 +1,44 @@
+"""``bench scale``'s core on a small backlog: 2,000 messages drained by one and by two
+``croupier serve`` processes in the partitioned mode, on the real RabbitMQ and PostgreSQL.
+
+The bench prints its figures and never asserts them; what it checks, it checks the same way
+whatever the size: every round closed once, every result at the wallet, nothing
+dead-lettered, nothing rejected that one instance did not reject. Those checks must pass,
+and the figures it reads (CPU from ``/proc``, messages from each instance's metrics) must be
+there.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import POSTGRES_URL, scratch_database, scratch_vhost
+
+ROOT = Path(__file__).resolve().parents[3]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # the benchmarks live beside the services, not in them
+
+from bench.scale import Services, measure, print_report  # noqa: E402
+
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("takeover")]
+
+
+async def test_one_and_two_instances_settle_a_small_backlog_correctly(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    services = Services(POSTGRES_URL, scratch_vhost, scratch_database)
+    report = await measure(2000, (1, 2), services)
+    print_report(report, None)
+    assert report.problems() == {1: [], 2: []}, capsys.readouterr().out
+    assert report.backlog >= 2000
+    for run in report.runs:
+        assert len(run.consumed) == len(run.instance_cpu) == run.instances
+        # Every message was consumed by one instance or another (more after a handover).
+        assert sum(run.consumed) >= report.backlog
+        assert all(cpu > 0 for cpu in run.instance_cpu)
+        assert run.database_cpu > 0 and run.broker_cpu > 0
+        assert math.isfinite(run.balance) and run.seconds > 0
+    assert "correctness: passed" in capsys.readouterr().out
