@@ -29,6 +29,7 @@ from typing import Any, Final
 
 import msgspec
 
+from croupier.history.cuts import shares
 from croupier.history.recall import (
     PLAYER_HOW,
     box_order,
@@ -431,44 +432,15 @@ class _Fold:
         status: str,
         closed_at: str | None,
     ) -> RoundDocuments:
-        owner = {w.bet_id: w.player_id for w in self.wagers}
-        players: dict[str, _Mine] = {}
-        for wager in self.wagers:
-            mine = players.get(wager.player_id)
-            if mine is None:
-                mine = players[wager.player_id] = _Mine()
-            mine.add_wager(wager)
-        for decision in self.decisions:
-            ante = owner.get(decision.ante_bet_id)
-            if ante is not None and decision.ante_bet_id in players[ante].antes:
-                players[ante].decisions.append(decision)
-        for result in self.results:
-            if result.bet_id in owner:
-                players[owner[result.bet_id]].results.append(result)
-        for total in _totals(self.results):
-            if total.player_id in players:
-                players[total.player_id].totals.append(total)
-        on_box: dict[str, list[str]] = {}
-        for player_id, mine in players.items():
-            for seat in mine.boxes:
-                on_box.setdefault(seat, []).append(player_id)
-        public: list[int] = []
-        texts = []
-        for index, (text, about, bet_id, box) in enumerate(self.timeline):
-            texts.append(msgspec.Raw(text))
-            if about is not None:
-                who = [about] if about in players else []
-            elif bet_id is not None:
-                who = [owner[bet_id]] if bet_id in owner else []
-            elif box is not None:
-                who = on_box.get(box, [])
-            else:
-                public.append(index)
-                continue
-            for me in who:
-                mine = players[me]
-                if _visible(me, about, bet_id, box, mine):
-                    mine.timeline.append(index)
+        round_shares = shares(
+            self.wagers,
+            self.decisions,
+            self.results,
+            _totals(self.results),
+            ((player, bet, box) for _, player, bet, box in self.timeline),
+        )
+        players, public = round_shares.players, round_shares.public
+        texts = [msgspec.Raw(text) for text, *_ in self.timeline]
         verification = msgspec.Raw(_encode(_for_player(table_id, round_id, facts)))
         boxes = sorted(self.hole.items(), key=lambda item: box_order(item[0]))
         every = [_Box(b, c, self.hands.get(b)) for b, c in boxes]
@@ -547,39 +519,6 @@ class _Fold:
                 )
             )
         return RoundDocuments(recalls, rows)
-
-
-class _Mine:
-    """What one player may see of a round."""
-
-    __slots__ = ("antes", "bets", "boxes", "decisions", "results", "timeline", "totals", "wagers")
-
-    def __init__(self) -> None:
-        self.wagers: list[_Wager] = []
-        self.bets: set[str] = set()
-        self.antes: set[str] = set()
-        self.boxes: set[str] = set()
-        self.decisions: list[_Decision] = []
-        self.results: list[_Result] = []
-        self.totals: list[_Total] = []
-        self.timeline: list[int] = []
-
-    def add_wager(self, wager: _Wager) -> None:
-        self.wagers.append(wager)
-        self.bets.add(wager.bet_id)
-        self.boxes.add(wager.box)
-        if wager.spot == "ante":
-            self.antes.add(wager.bet_id)
-
-
-def _visible(
-    me: str, player_id: str | None, bet_id: str | None, box: str | None, mine: _Mine
-) -> bool:
-    if player_id is not None and player_id != me:
-        return False
-    if box is not None and box not in mine.boxes:
-        return False  # another player's box: its cards are theirs
-    return bet_id is None or bet_id in mine.bets
 
 
 def _paytable(found: Mapping[str, Any]) -> _PayTableRef:

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Final
 
+from croupier.history.cuts import shares
 from croupier.history.models import (
     Box,
     Cards,
@@ -106,50 +107,21 @@ class _Cuts:
 
     def __init__(self, round_: RoundRecall) -> None:
         self.round = round_
-        owner = {w.bet_id: w.player_id for w in round_.wagers}
-        self.players: dict[str, _Mine] = {}
-        for wager in round_.wagers:
-            self._mine(wager.player_id).add_wager(wager)
-        for decision in round_.decisions:
-            ante = owner.get(decision.ante_bet_id)
-            if ante is not None and decision.ante_bet_id in self.players[ante].antes:
-                self.players[ante].decisions.append(decision)
-        for result in round_.results:
-            if result.bet_id in owner:
-                self.players[owner[result.bet_id]].results.append(result)
-        for total in round_.totals:
-            if total.player_id in self.players:
-                self.players[total.player_id].totals.append(total)
-        on_box: dict[str, list[str]] = {}
-        for player_id, mine in self.players.items():
-            for box in mine.boxes:
-                on_box.setdefault(box, []).append(player_id)
-        self.public: list[int] = []
-        for index, entry in enumerate(round_.timeline):
-            if entry.fact not in (ACCEPTED, SETTLED, VOIDED):
-                continue
-            if entry.player_id is not None:
-                who = [entry.player_id] if entry.player_id in self.players else []
-            elif entry.bet_id is not None:
-                who = [owner[entry.bet_id]] if entry.bet_id in owner else []
-            elif entry.box is not None:
-                who = on_box.get(entry.box, [])
-            else:
-                self.public.append(index)
-                continue
-            for player_id in who:
-                mine = self.players[player_id]
-                if _visible(entry, player_id, mine.bets, mine.boxes):
-                    mine.timeline.append(index)
+        cut = shares(
+            round_.wagers,
+            round_.decisions,
+            round_.results,
+            round_.totals,
+            (
+                (e.player_id, e.bet_id, e.box) if e.fact in (ACCEPTED, SETTLED, VOIDED) else None
+                for e in round_.timeline
+            ),
+        )
+        self.players = cut.players
+        self.public = cut.public
         self.stripped: dict[int, Timeline] = {}
         self.cards: dict[frozenset[str], Cards] = {}
         self.verification = _for_player(round_.verification)
-
-    def _mine(self, player_id: str) -> _Mine:
-        mine = self.players.get(player_id)
-        if mine is None:
-            mine = self.players[player_id] = _Mine()
-        return mine
 
     def _entry(self, index: int) -> Timeline:
         entry = self.stripped.get(index)
@@ -183,29 +155,6 @@ class _Cuts:
                 "verification": self.verification,
             }
         )
-
-
-class _Mine:
-    """What one player may see of a round, by index into it."""
-
-    __slots__ = ("antes", "bets", "boxes", "decisions", "results", "timeline", "totals", "wagers")
-
-    def __init__(self) -> None:
-        self.wagers: list[Wager] = []
-        self.bets: set[str] = set()
-        self.antes: set[str] = set()
-        self.boxes: set[str] = set()
-        self.decisions: list[Decision] = []
-        self.results: list[Result] = []
-        self.totals: list[Total] = []
-        self.timeline: list[int] = []
-
-    def add_wager(self, wager: Wager) -> None:
-        self.wagers.append(wager)
-        self.bets.add(wager.bet_id)
-        self.boxes.add(wager.box)
-        if wager.spot == "ante":
-            self.antes.add(wager.bet_id)
 
 
 #: What a player's timeline entries leave out: where each fact sits and when it was recorded.
@@ -245,14 +194,6 @@ def _summary(found: Verification | None, how: str) -> Verification | None:
             "how": how.format(position=found.head_position, reference=reference),
         }
     )
-
-
-def _visible(entry: Timeline, me: str, mine: set[str], boxes: set[str]) -> bool:
-    if entry.player_id is not None and entry.player_id != me:
-        return False
-    if entry.box is not None and entry.box not in boxes:
-        return False  # another player's box: its cards are theirs
-    return entry.bet_id is None or entry.bet_id in mine
 
 
 def _for_staff(round_: RoundRecall, grants: frozenset[Grant]) -> RoundRecall:
