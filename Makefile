@@ -52,9 +52,9 @@ test-integration: $(STAMP)
 test-slow: $(STAMP)
 	$(BIN)/pytest -m slow
 
-## chaos: the money path under the hostile corpus and faults, full form (the short form runs in `make test`)
+## chaos: the money path under the hostile corpus and faults, and a partitioned fleet under faults; full forms (the short forms run in `make test`)
 chaos: $(STAMP)
-	CROUPIER_CHAOS=full $(BIN)/pytest -s tests/chaos/test_chaos.py
+	CROUPIER_CHAOS=full $(BIN)/pytest -s tests/chaos/test_chaos.py tests/chaos/test_partition_chaos.py
 
 ## soak: an hour at 1,000 events/s; memory flat (<= 50 MiB growth after warm-up), nothing lost
 soak: $(STAMP)

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,15 +57,17 @@ def rss_kib(pid: int) -> int:
 
 async def consumed(instance: ServeProcess) -> float:
     """Feed messages this instance consumed so far (its /metrics); -1 if it does not answer."""
+    return await metric_sum(instance, "croupier_events_consumed_total{")
+
+
+async def metric_sum(instance: ServeProcess, prefix: str) -> float:
+    """The sum of this instance's samples whose line starts with ``prefix`` (its /metrics);
+    -1 if it does not answer."""
     try:
         _, text = await http_get(instance.port, "/metrics", timeout=3)
     except (OSError, TimeoutError):
         return -1
-    return sum(
-        float(row.split()[1])
-        for row in text.splitlines()
-        if row.startswith("croupier_events_consumed_total{")
-    )
+    return sum(float(row.split()[1]) for row in text.splitlines() if row.startswith(prefix))
 
 
 @dataclass
@@ -73,13 +75,15 @@ class Fleet:
     """``croupier serve`` processes on one ledger and broker; the first ready one is active.
 
     Each instance reaches the database and the broker through TCP proxies of its own, so
-    that one can be cut off (:meth:`cut`) while the others are not.
+    that one can be cut off (:meth:`cut`) while the others are not. ``env``: more variables
+    for every instance (``CROUPIER_PARTITIONED=1`` makes the fleet share partitions).
     """
 
     database_url: str
     amqp_url: str
     logs: Path
     max_batch: int = 200
+    env: Mapping[str, str] = field(default_factory=dict)
     instances: list[ServeProcess] = field(default_factory=list)
     started: int = 0
     rss_ready: list[int] = field(default_factory=list)
@@ -96,14 +100,19 @@ class Fleet:
             _via(self.amqp_url, to_broker),
             log,
             self.max_batch,
+            self.env,
         )
         self.proxies[instance.process.pid] = (to_database, to_broker)
         self.instances.append(instance)
         return instance
 
-    def cut(self, instance: ServeProcess, *, off: bool) -> None:
-        """Black-hole (``off``) or heal the network between ``instance`` and its services."""
-        for proxy in self.proxies[instance.process.pid]:
+    def cut(
+        self, instance: ServeProcess, *, off: bool, database: bool = True, broker: bool = True
+    ) -> None:
+        """Black-hole (``off``) or heal the network between ``instance`` and its services
+        (the database, the broker or both)."""
+        to_database, to_broker = self.proxies[instance.process.pid]
+        for proxy in [to_database] * database + [to_broker] * broker:
             if off:
                 proxy.black_hole()
             else:
@@ -266,6 +275,8 @@ class Harm:
     #: Bets of other players in rounds that carried a refused message, and those harmed.
     innocent_bets: int = 0
     innocent_harmed: int = 0
+    #: More rows to show, after the figures above (name -> value; none is a harm).
+    seen: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
     HARM = ("lost", "doubled", "differing", "dead_lettered_without_record", "innocent_harmed")
@@ -273,25 +284,32 @@ class Harm:
     def harms(self) -> dict[str, int]:
         return {name: getattr(self, name) for name in self.HARM}
 
-    def render(self) -> str:
+    def render(self, title: str = "chaos run") -> str:
+        """The table; the hostile rows only when the feed carried hostile messages."""
+        hostile = self.hostile_kinds > 0
         rows = [
             ("faults injected", f"{sum(self.faults.values())}  ({_kinds(self.faults)})"),
-            ("hostile messages", f"{self.hostile_messages} of {self.hostile_kinds} kinds"),
+            *[("hostile messages", f"{self.hostile_messages} of {self.hostile_kinds} kinds")]
+            * hostile,
             ("rounds settled", f"{self.rounds_settled}"),
             ("bets compared with replay", f"{self.bets_compared}"),
             ("lost", f"{self.lost}"),
             ("doubled", f"{self.doubled}"),
             ("differing from replay", f"{self.differing}"),
             ("dead-lettered, no ledger record", f"{self.dead_lettered_without_record}"),
-            ("innocent bets beside a refusal", f"{self.innocent_bets}"),
-            ("innocent bets harmed", f"{self.innocent_harmed}"),
+            *[
+                ("innocent bets beside a refusal", f"{self.innocent_bets}"),
+                ("innocent bets harmed", f"{self.innocent_harmed}"),
+            ]
+            * hostile,
             ("RSS before", f"{self.rss_before_kib / 1024:.1f} MiB"),
             ("RSS after", f"{self.rss_after_kib / 1024:.1f} MiB"),
+            *self.seen.items(),
         ]
         width = max(len(name) for name, _ in rows)
         lines = [f"  {name:<{width}}  {value}" for name, value in rows]
         lines += [f"  ! {note}" for note in self.notes[:20]]
-        return "\n".join(["chaos run", *lines])
+        return "\n".join([title, *lines])
 
 
 def _kinds(faults: Counter[str]) -> str:
@@ -373,3 +391,20 @@ async def publish_retrying(messages: Sequence[FeedMessage], url: str, timeout: f
         except (OSError, AMQPError, TimeoutError, ConnectionError):
             assert time.monotonic() < deadline, "could not publish to the broker"
             await asyncio.sleep(1)
+
+
+async def received(wallet: Wallet, message_ids: Iterable[str], timeout: float) -> None:
+    """Drain until every result arrived or ``timeout`` passed; what is missing is counted."""
+    wanted = set(message_ids)
+    deadline = time.monotonic() + timeout
+    while wanted - wallet.unique.keys() and time.monotonic() < deadline:
+        await wallet.drain()
+        await asyncio.sleep(0.5)
+    await asyncio.sleep(2)
+    await wallet.drain()  # and any copy published late
+
+
+def in_chunks(feed: Sequence[FeedMessage], count: int) -> list[list[FeedMessage]]:
+    """``feed`` cut in order into ``count`` chunks (the last may be shorter)."""
+    step = -(-len(feed) // count)
+    return [list(feed[i : i + step]) for i in range(0, len(feed), step)]

@@ -27,8 +27,7 @@ import random
 import shutil
 import signal
 import tempfile
-import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,8 +36,10 @@ import pytest
 from chaos_harness import (
     Fleet,
     Harm,
+    in_chunks,
     measure_harm,
     publish_retrying,
+    received,
     replay_results,
     take_dead_letters,
 )
@@ -56,7 +57,6 @@ from integration.service.service_harness import (
 from private_services import PrivatePostgres, PrivateRabbitMQ, private_postgres, private_rabbitmq
 
 from croupier.bus import FEED_QUEUE
-from studio.feed import FeedMessage
 
 pytestmark = pytest.mark.integration
 LOGS = Path(tempfile.gettempdir()) / "croupier-chaos-last"
@@ -136,7 +136,7 @@ async def test_nothing_is_lost_doubled_or_parked_unknown_under_hostile_input_and
     inside = inside_rounds(prefix, size.inside_games)
     feed = interleave([*valid, *inside.served], hostile, seed)
     harm = Harm(hostile_kinds=len(kinds), hostile_messages=len(hostile))
-    chunks = _chunks(feed, size.chunks)
+    chunks = in_chunks(feed, size.chunks)
     wallet = Wallet(amqp_url)
     fleet = Fleet(database_url, amqp_url, tmp_path)
 
@@ -167,7 +167,7 @@ async def test_nothing_is_lost_doubled_or_parked_unknown_under_hostile_input_and
         ] + inside.reference
         replayed = await asyncio.to_thread(replay_results, valid_feed, tmp_path)
         await eventually(lambda: queue_drained(broker), 300, "the feed queue drained", every=1)
-        await _received(wallet, replayed.keys(), timeout=180)
+        await received(wallet, replayed.keys(), timeout=180)
         harm.rss_before_kib = max(fleet.rss_ready)
         harm.rss_after_kib = max(fleet.rss_now())
         for instance in fleet.alive():
@@ -183,22 +183,6 @@ async def test_nothing_is_lost_doubled_or_parked_unknown_under_hostile_input_and
     assert harm.faults, "no fault was injected"
     assert harm.rounds_settled > 0 and harm.bets_compared > 0 and harm.innocent_bets > 0
     assert harm.harms() == dict.fromkeys(Harm.HARM, 0), harm.render()
-
-
-async def _received(wallet: Wallet, message_ids: Iterable[str], timeout: float) -> None:
-    """Drain until every result arrived or ``timeout`` passed; what is missing is counted."""
-    wanted = set(message_ids)
-    deadline = time.monotonic() + timeout
-    while wanted - wallet.unique.keys() and time.monotonic() < deadline:
-        await wallet.drain()
-        await asyncio.sleep(0.5)
-    await asyncio.sleep(2)
-    await wallet.drain()  # and any copy published late
-
-
-def _chunks(feed: list[FeedMessage], count: int) -> list[list[FeedMessage]]:
-    step = -(-len(feed) // count)
-    return [feed[i : i + step] for i in range(0, len(feed), step)]
 
 
 def _faults(rounds: int, rng: random.Random) -> list[str]:

@@ -43,7 +43,9 @@ from unit.croupier.test_replay import Bet, Result, Table, reference
 
 from croupier.bus import SETTLEMENTS_EXCHANGE
 from croupier.bus.amqp import AmqpBus, declare_topology
+from croupier.bus.topology import routed_topology
 from croupier.ledger import Ledger, RecordedEvent, open_ledger
+from croupier.ledger.partitions import partition_of
 from croupier.ledger.postgres import (
     PostgresLedger,
     create_database_if_missing,
@@ -220,6 +222,67 @@ async def prepare_broker(url: str) -> None:
         await queue.bind(settlements, routing_key="#")
     finally:
         await connection.close()
+
+
+def partitioned_feed(
+    prefix: str, rounds: int, *, seed: int, tables: int = 12, more: Sequence[str] = ()
+) -> list[FeedMessage]:
+    """A feed over ``2 * tables`` tables (``tables`` classic of six shared hands and as many
+    standard of three boxes) and the tables ``more`` specifies (e.g. a progressive pool's)."""
+    specs = [f"classic*{tables}:shared=6", f"standard*{tables}:boxes=3", *more]
+    config = StudioConfig(
+        tables=parse_table_specs(specs, prefix=prefix),
+        rounds=rounds,
+        seed=seed,
+        timeout_rate=0.03,
+        side_bet_rate=0.4,
+        faults=Faults(void=0.05),
+    )
+    return list(simulate(config))
+
+
+async def prepare_partitioned(
+    database_url: str, amqp_url: str, partitions: int, table_ids: Iterable[str]
+) -> None:
+    """The ledger at ``database_url`` created and migrated with ``partitions`` partitions
+    (``croupier migrate --partitions``), and the routed broker (:func:`prepare_routed_broker`).
+    ``table_ids`` must reach every partition."""
+    spread = {partition_of(t, partitions) for t in table_ids}
+    assert len(spread) == partitions, "the feed should reach every partition"
+    await create_database_if_missing(database_url)
+    migrate = [sys.executable, "-m", "croupier.cli", "migrate", "--ledger", database_url]
+    done = subprocess.run(
+        [*migrate, "--partitions", str(partitions)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    await prepare_routed_broker(amqp_url, partitions)
+
+
+async def prepare_routed_broker(url: str, partitions: int) -> None:
+    """Declare the routed topology of ``partitions`` partition queues (what a partitioned
+    instance declares) and a durable wallet queue bound to every result."""
+    connection = await aio_pika.connect(url, timeout=30)
+    try:
+        channel = await connection.channel()
+        await declare_topology(channel, routed_topology(partitions))
+        settlements = await channel.get_exchange(SETTLEMENTS_EXCHANGE)
+        queue = await channel.declare_queue(WALLET_QUEUE, durable=True)
+        await queue.bind(settlements, routing_key="#")
+    finally:
+        await connection.close()
+
+
+async def leases(database_url: str) -> dict[int, str | None]:
+    """Partition -> the instance holding an unexpired lease on it (None: nobody)."""
+    connection = await asyncpg.connect(database_url, timeout=10)
+    try:
+        rows = await connection.fetch(
+            "SELECT partition, CASE WHEN expires_at > now() THEN owner END AS owner "
+            "FROM partition_leases ORDER BY partition"
+        )
+    finally:
+        await connection.close()
+    return {int(r["partition"]): r["owner"] for r in rows}
 
 
 @dataclass

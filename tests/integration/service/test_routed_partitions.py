@@ -17,19 +17,14 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-import aio_pika
-import asyncpg
 import pytest
 from conftest import rabbitmqctl
 from service_harness import (
-    WALLET_QUEUE,
     ServeProcess,
     Wallet,
     assert_one_closure_per_round,
@@ -38,25 +33,24 @@ from service_harness import (
     eventually,
     expected_results,
     http_get,
+    leases,
     ledger_events,
     ledger_returned,
+    partitioned_feed,
     played_tables,
+    prepare_partitioned,
     round_streams,
     serve_process,
     wallet_paid,
 )
 from unit.croupier.test_replay import Table
 
-from croupier.bus import SETTLEMENTS_EXCHANGE
-from croupier.bus.amqp import declare_topology
-from croupier.bus.topology import ROUTED_EXCHANGE, routed_topology
+from croupier.bus.topology import ROUTED_EXCHANGE
 from croupier.ledger import RecordedEvent
 from croupier.ledger.partitions import partition_of
-from croupier.ledger.postgres import create_database_if_missing
 from croupier.reports.audit import BooksAudit
 from croupier.settlement.meters import METER_MOVED
-from studio.config import Faults, StudioConfig, parse_table_specs
-from studio.feed import FeedMessage, simulate
+from studio.feed import FeedMessage
 from studio.publisher import publish
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("takeover")]
@@ -73,42 +67,7 @@ PROGRESSIVE = "progressive*6:shared=4"
 
 def many_tables_feed(rounds: int) -> list[FeedMessage]:
     """A feed over 30 tables, six of them sharing a progressive pool."""
-    specs = ["classic*12:shared=6", "standard*12:boxes=3", PROGRESSIVE]
-    config = StudioConfig(
-        tables=parse_table_specs(specs, prefix="route"),
-        rounds=rounds,
-        seed=41,
-        timeout_rate=0.03,
-        side_bet_rate=0.4,
-        faults=Faults(void=0.05),
-    )
-    return list(simulate(config))
-
-
-async def prepare_routed_broker(url: str) -> None:
-    """The routed topology and a durable wallet queue bound to every result."""
-    connection = await aio_pika.connect(url, timeout=30)
-    try:
-        channel = await connection.channel()
-        await declare_topology(channel, routed_topology(PARTITIONS))
-        settlements = await channel.get_exchange(SETTLEMENTS_EXCHANGE)
-        queue = await channel.declare_queue(WALLET_QUEUE, durable=True)
-        await queue.bind(settlements, routing_key="#")
-    finally:
-        await connection.close()
-
-
-async def leases(database_url: str) -> dict[int, str | None]:
-    """Partition -> the instance holding an unexpired lease on it (None: nobody)."""
-    connection = await asyncpg.connect(database_url, timeout=10)
-    try:
-        rows = await connection.fetch(
-            "SELECT partition, CASE WHEN expires_at > now() THEN owner END AS owner "
-            "FROM partition_leases ORDER BY partition"
-        )
-    finally:
-        await connection.close()
-    return {int(r["partition"]): r["owner"] for r in rows}
+    return partitioned_feed("route", rounds, seed=41, more=[PROGRESSIVE])
 
 
 def of(served: ServeProcess) -> str:
@@ -121,15 +80,7 @@ ENV = {"CROUPIER_PARTITIONED": "1", "CROUPIER_PARTITION_TERM": str(TERM)}
 
 async def prepare(database_url: str, amqp_url: str, table_ids: set[str]) -> None:
     """The ledger migrated with :data:`PARTITIONS` partitions, and the routed broker."""
-    spread = {partition_of(t, PARTITIONS) for t in table_ids}
-    assert len(spread) == PARTITIONS, "the feed should reach every partition"
-    await create_database_if_missing(database_url)
-    migrate = [sys.executable, "-m", "croupier.cli", "migrate", "--ledger", database_url]
-    done = subprocess.run(
-        [*migrate, "--partitions", str(PARTITIONS)], capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 0, done.stderr
-    await prepare_routed_broker(amqp_url)
+    await prepare_partitioned(database_url, amqp_url, PARTITIONS, table_ids)
 
 
 async def shares(database_url: str, a: ServeProcess, b: ServeProcess) -> Counter[str | None]:

@@ -220,6 +220,8 @@ class FeedConsumer:
                     handed_over=len(batch) - len(remaining),
                 )
                 if not remaining:
+                    # The ledger answered (it refused): whatever fault came before is over.
+                    self._healthy_again()
                     return BatchReport(), remaining
                 # none of its own: a misrouted message, found and quarantined one by one
                 isolating = len(remaining) == len(batch)
@@ -232,9 +234,7 @@ class FeedConsumer:
                 await self._back_off(delay)
                 delay = min(delay * 2, 5.0)
                 continue
-            if not self.healthy:
-                log.info("settling again after a transient fault")
-            self.healthy = True
+            self._healthy_again()
             return report, batch
 
     async def _back_off(self, delay: float) -> None:
@@ -280,6 +280,11 @@ class FeedConsumer:
 
     async def _settle_one(self, delivery: Delivery) -> BatchReport:
         return await self.settler.handle([_inbound(delivery)])
+
+    def _healthy_again(self) -> None:
+        if not self.healthy:
+            log.info("settling again after a transient fault")
+        self.healthy = True
 
     def _unhealthy(self, error: BaseException, delay: float) -> None:
         if self.healthy:
