@@ -5,8 +5,9 @@ Three ``croupier serve`` processes in partitioned mode (``CROUPIER_PARTITIONED=1
 lease term) share the 8 partitions of a ledger on a PostgreSQL cluster this test starts
 itself, consuming the routed feed (``routed_topology``, declared on a RabbitMQ node of its
 own). A studio feed over 24 tables (every partition gets some; shared hands and multi-box
-tables; no progressive pool, whose meter order across partitions is not fenced yet) is
-published in chunks, and between chunks, in a seeded order:
+tables; no progressive pool: its awards are shares of a level that instances move in an
+order of their own, not the replay's) is published in chunks, and right after each chunk,
+while the instances settle it, one fault in a seeded order:
 
 - an instance joins and is SIGKILLed within a second of taking its first partition;
 - the instance holding the most partitions is paused (SIGSTOP) for twice the term, then
