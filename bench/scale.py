@@ -24,10 +24,12 @@ What is measured, on the real RabbitMQ and PostgreSQL of this machine:
   used by when ``/readyz`` first answers) is included, and also printed apart.
   Efficiency ``E(N) = C(1) / C(N)``. The database's CPU: the PostgreSQL server's own
   processes and the backends of the scratch database (``pg_stat_activity``), from ``/proc``
-  over the same interval; the broker's: every ``beam.smp`` process (the whole broker, so
-  anything else on it counts too).
+  over the same interval (a backend that ended before the last result is not counted); the
+  broker's: every ``beam.smp`` process (the whole broker, so anything else on it counts too).
 - **Balance.** Feed messages each instance consumed, read from its own
   ``croupier_events_consumed_total`` on ``/metrics`` at the last result: max over mean.
+  For context, from the same ``/metrics``: messages per batch, partitions taken, released
+  and lost, fenced appends; and the load average as the instances start and at the end.
 - **Correctness**, printed per N: every round of the backlog closed exactly once in the
   ledger and none other; the wallet received exactly the expected results; no message
   dead-lettered; nothing in the ``rejections`` stream that the single-instance run did not
@@ -326,6 +328,7 @@ class Scraped:
     batches: float
     taken: float
     released: float
+    lost: float
     fenced: float
 
     @classmethod
@@ -336,6 +339,7 @@ class Scraped:
             batches=metric_sum(text, "croupier_batch_messages_count"),
             taken=metric_sum(text, f'{handovers}{{how="taken"}}'),
             released=metric_sum(text, f'{handovers}{{how="released"}}'),
+            lost=metric_sum(text, f'{handovers}{{how="lost"}}'),
             fenced=metric_sum(text, "croupier_appends_fenced_total"),
         )
 
@@ -704,7 +708,8 @@ def print_report(report: Report, anchor: float | None) -> None:
             f"   {run.seconds:.1f} s to the last result; "
             f"{sum(run.consumed) / batches if batches else math.nan:,.0f} messages per batch; "
             f"partitions taken {sum(s.taken for s in run.scraped):.0f}, "
-            f"released {sum(s.released for s in run.scraped):.0f}; "
+            f"released {sum(s.released for s in run.scraped):.0f}, "
+            f"lost {sum(s.lost for s in run.scraped):.0f}; "
             f"fenced appends {sum(s.fenced for s in run.scraped):.0f}; "
             f"load average {run.load[0]:.1f} -> {run.load[1]:.1f}"
         )
