@@ -5,7 +5,7 @@ The feed of many tables reaches the partition queues through the router (every t
 to the broker), both instances take half of the ledger's partitions and consume their
 queues, then one is killed (SIGKILL) mid-stream. Its partitions must be taken by the other
 within the lease term plus 5 s, and every round of the feed must be settled exactly once,
-its results published to the wallet, with nothing lost and nothing settled twice. Six
+its results published to the wallet, with nothing lost and nothing settled twice. Ten
 tables share a progressive pool across partitions held by both instances: the pool's meter
 moves in one recorded order, each movement on from the last (a meter's stream versions are
 checked by the ledger under its append lock; the instance that loses a race for the next
@@ -62,11 +62,12 @@ TAKEOVER_SECONDS = TERM + 5.0
 
 
 #: The progressive tables share one pool per currency across partitions (and instances).
-PROGRESSIVE = "progressive*6:shared=4"
+PROGRESSIVE = "progressive*10:shared=4"
 
 
 def many_tables_feed(rounds: int) -> list[FeedMessage]:
-    """A feed over 30 tables, six of them sharing a progressive pool."""
+    """A feed over 34 tables, ten of them sharing a progressive pool (in five of the eight
+    partitions: each instance's half holds some)."""
     return partitioned_feed("route", rounds, seed=41, more=[PROGRESSIVE])
 
 
