@@ -20,6 +20,9 @@ Guarantees (on top of ``croupier.ledger.partitions``):
   ``croupier_partition_unowned_seconds`` to the longest any partition has been without a
   valid lease (:meth:`PartitionOwner.unowned`), so a partition nobody takes is seen from
   any live instance (the alert PartitionUnowned, deploy/prometheus/rules.yml).
+- **Renewal never waits for consumers.** :func:`consume_held` balances on a task of its own
+  and has the partitions held consumed on another, so starting many partition consumers on
+  a busy event loop (seconds, with a full backlog) never delays a renewal past the term.
 - What it holds is what the database said at the last renewal or take; the database, not
   this object, decides every append.
 """
@@ -29,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 
 import structlog
 
@@ -192,3 +195,49 @@ class PartitionOwner:
             self.metrics.appends_fenced.labels(str(partition)).inc()
             self.held.pop(partition, None)
         log.warning("append fenced", partitions=partitions, code=Fenced.code)
+
+
+async def consume_held(
+    owner: PartitionOwner,
+    assign: Callable[[frozenset[int]], Awaitable[None]],
+    consumed: Callable[[], Collection[int]],
+) -> None:
+    """Balance every poll and have ``assign`` consume exactly the partitions held (one taken
+    is consumed, one lost or given back dropped), until cancelled. ``assign`` runs on a task
+    of its own, again whenever what is held differs from what is ``consumed`` or the last
+    one failed, so however long it takes, the leases are renewed on time."""
+    changed = asyncio.Event()
+    assigning = asyncio.create_task(_assign_when_changed(owner, assign, changed), name="assign")
+    try:
+        while True:
+            before = set(owner.held)
+            try:
+                await owner.balance()
+            except LedgerUnavailable as error:
+                log.warning("partition leases not renewed", error=str(error))
+            if before - set(owner.held):
+                log.info("partitions given up", partitions=sorted(before - set(owner.held)))
+            if set(owner.held) != set(consumed()):
+                changed.set()
+            await asyncio.sleep(owner.poll)
+    finally:
+        assigning.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await assigning
+
+
+async def _assign_when_changed(
+    owner: PartitionOwner,
+    assign: Callable[[frozenset[int]], Awaitable[None]],
+    changed: asyncio.Event,
+) -> None:
+    changed.set()  # the first balance's share
+    while True:
+        await changed.wait()
+        changed.clear()
+        try:
+            await assign(frozenset(owner.held))
+        except Exception as error:  # the broker is reconnecting: again at the next poll
+            log.warning("partitions not consumed yet", error=repr(error))
+            await asyncio.sleep(owner.poll)
+            changed.set()

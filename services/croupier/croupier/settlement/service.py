@@ -40,7 +40,7 @@ from croupier.ledger import Ledger, LedgerUnavailable
 from croupier.metrics import Metrics
 from croupier.settlement.consumer import DEFAULT_HELD_TIMEOUT, DEFAULT_ROUND_TIMEOUT, FeedConsumer
 from croupier.settlement.deadletters import record_parked
-from croupier.settlement.partitions import PartitionOwner
+from croupier.settlement.partitions import PartitionOwner, consume_held
 from croupier.settlement.relay import DEFAULT_LEASE_SECONDS, OutboxRelay
 from croupier.settlement.runtime import fewer_collections
 from croupier.settlement.settler import Settler
@@ -195,24 +195,11 @@ class Service:
             log.warning("partition leases not released", error=str(error))
 
     async def _own_partitions(self) -> None:
-        """Balance every poll and consume exactly the partitions held: one taken is
-        consumed, one lost or given back is dropped (its deliveries back to the broker)."""
+        """Balance every poll and consume exactly the partitions held (see
+        :func:`~croupier.settlement.partitions.consume_held`)."""
         owner, bus = self.owner, self.bus
         assert owner is not None and isinstance(bus, RoutedAmqpBus)
-        while True:
-            before = set(owner.held)
-            try:
-                await owner.balance()
-            except LedgerUnavailable as error:
-                log.warning("partition leases not renewed", error=str(error))
-            held = set(owner.held)
-            if before - held:
-                log.info("partitions given up", partitions=sorted(before - held))
-            try:
-                await bus.assign(held)
-            except Exception as error:  # the broker is reconnecting: the next poll again
-                log.warning("partitions not consumed yet", error=repr(error))
-            await asyncio.sleep(owner.poll)
+        await consume_held(owner, bus.assign, lambda: bus.owned)
 
     async def _widen_once_writable(self) -> None:
         """Take the full prefetch once the ledger's append lock has been granted: until

@@ -1,0 +1,92 @@
+"""Partitions held are consumed without delaying their renewal: starting consumers on a
+busy event loop can take seconds, longer than a lease term, and the leases must not run out
+meanwhile (``croupier.settlement.partitions.consume_held``), on the embedded ledger."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+
+from croupier.ledger import open_ledger
+from croupier.metrics import Metrics
+from croupier.settlement.partitions import PartitionOwner, consume_held
+
+PARTITIONS = 8
+TERM = 1.0
+#: Seconds to start one partition's consumer: the eight take three terms and more.
+START_SECONDS = 0.4
+
+
+class SlowConsumers:
+    """Starts a partition's consumer in ``START_SECONDS``; drops one at once."""
+
+    def __init__(self) -> None:
+        self.consumed: set[int] = set()
+        self.failures = 0
+
+    async def assign(self, held: frozenset[int]) -> None:
+        self.consumed &= held
+        for partition in sorted(held - self.consumed):
+            await asyncio.sleep(START_SECONDS)
+            if self.failures:
+                self.failures -= 1
+                raise ConnectionError("the broker is reconnecting")
+            self.consumed.add(partition)
+
+
+async def _consume(owner: PartitionOwner, consumers: SlowConsumers) -> None:
+    await consume_held(owner, consumers.assign, lambda: consumers.consumed)
+
+
+def _lost(metrics: Metrics) -> float:
+    return metrics.partition_handovers.labels("lost")._value.get()
+
+
+async def _until(condition: Callable[[], bool], seconds: float) -> None:
+    async with asyncio.timeout(seconds):
+        while not condition():
+            await asyncio.sleep(0.05)
+
+
+async def test_leases_are_renewed_while_the_consumers_start(tmp_path: Path) -> None:
+    async with open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}") as ledger:
+        await ledger.migrate(partitions=PARTITIONS)
+        metrics = Metrics()
+        owner = PartitionOwner(ledger, "instance-a", metrics, term=TERM, poll=0.1)
+        consumers = SlowConsumers()
+        running = asyncio.create_task(
+            consume_held(owner, consumers.assign, lambda: consumers.consumed)
+        )
+        try:
+            await _until(lambda: len(consumers.consumed) == PARTITIONS, 20)
+            await asyncio.sleep(3 * owner.poll)  # balances after the last consumer started
+        finally:
+            running.cancel()
+            await asyncio.gather(running, return_exceptions=True)
+        assert _lost(metrics) == 0
+        assert owner.held == dict.fromkeys(range(PARTITIONS), 1)  # the first epochs, kept
+
+
+async def test_a_failed_start_is_tried_again_and_a_partition_given_back_is_dropped(
+    tmp_path: Path,
+) -> None:
+    async with open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}") as ledger:
+        await ledger.migrate(partitions=PARTITIONS)
+        owner = PartitionOwner(ledger, "instance-a", Metrics(), term=TERM, poll=0.1)
+        consumers = SlowConsumers()
+        consumers.failures = 2
+        running = asyncio.create_task(
+            consume_held(owner, consumers.assign, lambda: consumers.consumed)
+        )
+        try:
+            await _until(lambda: len(consumers.consumed) == PARTITIONS, 30)
+            other = PartitionOwner(ledger, "instance-b", Metrics(), term=TERM, poll=0.1)
+            await other.balance()  # a second instance: half the partitions go back to it
+            await _until(lambda: len(consumers.consumed) == PARTITIONS // 2, 10)
+            await other.balance()
+            assert set(other.held) | consumers.consumed == set(range(PARTITIONS))
+            assert not set(other.held) & consumers.consumed
+        finally:
+            running.cancel()
+            await asyncio.gather(running, return_exceptions=True)
