@@ -11,6 +11,7 @@ so a projector running as ``croupier_projector`` follows read models an owner se
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
@@ -135,8 +136,8 @@ class PostgresStore(ReadModelStore):
             lz4 = await (await self.ledger.pool()).fetchval(_HAS_LZ4)
             self._begin = _BEGIN + (_LZ4 if lz4 else "")
         async with (await self.ledger.pool()).acquire() as conn:
-            await conn.execute(self._begin)
             try:
+                await conn.execute(self._begin)
                 rows = await conn.fetch(_LOCK_CHECKPOINTS, [s.projection.name for s in steps])
                 at = {row[0]: Mark(row[1], row[2]) for row in rows}
                 for step in steps:
@@ -151,8 +152,10 @@ class PostgresStore(ReadModelStore):
                     [step.part_upto for step in steps],
                 )
             except BaseException:
-                if not conn.is_closed():
-                    await conn.execute("ROLLBACK")
+                # best effort: a connection lost meanwhile has no transaction left to end
+                with contextlib.suppress(Exception):
+                    if not conn.is_closed():
+                        await conn.execute("ROLLBACK")
                 raise
             await conn.execute("COMMIT")
 
