@@ -90,3 +90,28 @@ async def test_a_failed_start_is_tried_again_and_a_partition_given_back_is_dropp
         finally:
             running.cancel()
             await asyncio.gather(running, return_exceptions=True)
+
+
+async def test_instances_started_together_take_their_shares_and_give_nothing_back(
+    tmp_path: Path,
+) -> None:
+    async with open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}") as ledger:
+        await ledger.migrate(partitions=PARTITIONS)
+        metrics = [Metrics() for _ in range(4)]
+        owners = [
+            PartitionOwner(ledger, f"instance-{n}", m, term=TERM, poll=0.1)
+            for n, m in enumerate(metrics)
+        ]
+        fleet = [SlowConsumers() for _ in owners]
+        running = []
+        for owner, consumers in zip(owners, fleet, strict=True):  # started within one poll
+            running.append(asyncio.create_task(_consume(owner, consumers)))
+            await asyncio.sleep(0.02)
+        try:
+            await _until(lambda: sorted(len(c.consumed) for c in fleet) == [2, 2, 2, 2], 20)
+        finally:
+            for task in running:
+                task.cancel()
+            await asyncio.gather(*running, return_exceptions=True)
+        released = [m.partition_handovers.labels("released")._value.get() for m in metrics]
+        assert released == [0, 0, 0, 0]

@@ -20,6 +20,10 @@ Guarantees (on top of ``croupier.ledger.partitions``):
   ``croupier_partition_unowned_seconds`` to the longest any partition has been without a
   valid lease (:meth:`PartitionOwner.unowned`), so a partition nobody takes is seen from
   any live instance (the alert PartitionUnowned, deploy/prometheus/rules.yml).
+- **Joining together.** :func:`consume_held` registers the instance one poll before its first
+  take, so instances started together count each other and take their shares at once,
+  instead of the first taking every partition and giving most back a poll later (their
+  deliveries in hand handed back to the broker).
 - **Renewal never waits for consumers.** :func:`consume_held` balances on a task of its own
   and has the partitions held consumed on another, so starting many partition consumers on
   a busy event loop (seconds, with a full backlog) never delays a renewal past the term.
@@ -117,6 +121,10 @@ class PartitionOwner:
         if due:
             self.metrics.partition_unowned.set(await self.unowned())
 
+    async def join(self) -> int:
+        """Register without taking anything: how many instances are live, itself included."""
+        return await self.leases.register(self.instance, self.term)
+
     async def unowned(self) -> float:
         """The longest any partition of the ledger has been without a valid lease, in seconds
         (0 when every one is owned): since its release or expiry by the database's clock; a
@@ -206,6 +214,11 @@ async def consume_held(
     is consumed, one lost or given back dropped), until cancelled. ``assign`` runs on a task
     of its own, again whenever what is held differs from what is ``consumed`` or the last
     one failed, so however long it takes, the leases are renewed on time."""
+    try:
+        await owner.join()
+    except LedgerUnavailable as error:  # the first balance registers it then
+        log.warning("not registered yet", error=str(error))
+    await asyncio.sleep(owner.poll)  # instances started together see each other first
     changed = asyncio.Event()
     assigning = asyncio.create_task(_assign_when_changed(owner, assign, changed), name="assign")
     try:
