@@ -122,7 +122,10 @@ class PartitionOwner:
             self.metrics.partition_unowned.set(await self.unowned())
 
     async def join(self) -> int:
-        """Register without taking anything: how many instances are live, itself included."""
+        """Register without taking anything (reading the partition count the first time):
+        how many instances are live, itself included."""
+        if not self.count:
+            self.count = await self.leases.count()
         return await self.leases.register(self.instance, self.term)
 
     async def unowned(self) -> float:

@@ -122,7 +122,7 @@ class Service:
         if open_rounds := await self.settler.load_open():
             log.info("open rounds read back from the ledger", rounds=open_rounds)
         if self.owner is not None:
-            await self.owner.balance()  # the partition count, and a first share
+            await self.owner.join()  # the partition count; shares are taken a poll later
             assert isinstance(self.bus, RoutedAmqpBus)
             self.bus.count = self.owner.count
         await self.bus.connect()
