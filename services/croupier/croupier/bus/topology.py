@@ -97,6 +97,18 @@ ROUTED_EXCHANGE: Final = "croupier.feed.in"
 UNROUTED_EXCHANGE: Final = "croupier.feed.unrouted"
 UNROUTED_QUEUE: Final = "croupier.feed.unrouted"
 
+#: Every dead letter twice, in either topology: parked for operators and `croupier redrive`,
+#: and a copy the service consumes to record what the broker itself dead-lettered in the
+#: ledger.
+_DEAD_LETTER_QUEUES: Final = (
+    Queue(DEAD_LETTER_QUEUE, {"x-queue-type": "quorum"}),
+    Queue(DEAD_LETTER_RECORD_QUEUE, {"x-queue-type": "quorum", "x-single-active-consumer": True}),
+)
+_DEAD_LETTER_BINDINGS: Final = (
+    Binding(DEAD_LETTER_EXCHANGE, DEAD_LETTER_QUEUE),
+    Binding(DEAD_LETTER_EXCHANGE, DEAD_LETTER_RECORD_QUEUE),
+)
+
 
 def partition_queue(partition: int, count: int) -> str:
     """The feed queue of ``partition`` of ``count``: ``croupier.feed.p07`` (at least two
@@ -130,17 +142,9 @@ def routed_topology(count: int) -> Topology:
             # One router at a time; a message it cannot route comes back and is
             # dead-lettered after DELIVERY_LIMIT tries like a feed message.
             Queue(UNROUTED_QUEUE, FEED_QUEUE_ARGUMENTS),
-            Queue(DEAD_LETTER_QUEUE, {"x-queue-type": "quorum"}),
-            Queue(
-                DEAD_LETTER_RECORD_QUEUE,
-                {"x-queue-type": "quorum", "x-single-active-consumer": True},
-            ),
+            *_DEAD_LETTER_QUEUES,
         ),
-        bindings=(
-            Binding(UNROUTED_EXCHANGE, UNROUTED_QUEUE),
-            Binding(DEAD_LETTER_EXCHANGE, DEAD_LETTER_QUEUE),
-            Binding(DEAD_LETTER_EXCHANGE, DEAD_LETTER_RECORD_QUEUE),
-        ),
+        bindings=(Binding(UNROUTED_EXCHANGE, UNROUTED_QUEUE), *_DEAD_LETTER_BINDINGS),
     )
 
 
@@ -206,29 +210,6 @@ TOPOLOGY: Final = Topology(
         Exchange(DEAD_LETTER_EXCHANGE),
         Exchange(SETTLEMENTS_EXCHANGE),
     ),
-    queues=(
-        # Single active consumer keeps each table's order; a message delivered
-        # DELIVERY_LIMIT times is dead-lettered.
-        Queue(
-            FEED_QUEUE,
-            {
-                "x-queue-type": "quorum",
-                "x-single-active-consumer": True,
-                "x-delivery-limit": DELIVERY_LIMIT,
-                "x-dead-letter-exchange": DEAD_LETTER_EXCHANGE,
-            },
-        ),
-        # Every dead letter twice: parked for operators and `croupier redrive`, and a copy
-        # the service consumes to record what the broker itself dead-lettered in the ledger.
-        Queue(DEAD_LETTER_QUEUE, {"x-queue-type": "quorum"}),
-        Queue(
-            DEAD_LETTER_RECORD_QUEUE,
-            {"x-queue-type": "quorum", "x-single-active-consumer": True},
-        ),
-    ),
-    bindings=(
-        Binding(FEED_EXCHANGE, FEED_QUEUE),
-        Binding(DEAD_LETTER_EXCHANGE, DEAD_LETTER_QUEUE),
-        Binding(DEAD_LETTER_EXCHANGE, DEAD_LETTER_RECORD_QUEUE),
-    ),
+    queues=(Queue(FEED_QUEUE, FEED_QUEUE_ARGUMENTS), *_DEAD_LETTER_QUEUES),
+    bindings=(Binding(FEED_EXCHANGE, FEED_QUEUE), *_DEAD_LETTER_BINDINGS),
 )
