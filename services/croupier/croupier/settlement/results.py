@@ -67,16 +67,15 @@ def result_bodies(closed: Mapping[str, Any]) -> list[dict[str, Any]]:
         }
         by_owner.setdefault((line["player_id"], line["currency"]), []).append(bet)
     return [
-        {
-            "message_id": message_id(table_id, round_id, player, currency),
-            "table_id": table_id,
-            "round_id": round_id,
-            "player_id": player,
-            "currency": currency,
-            "bets": bets,
-            "stake_total": sum(bet["stake"] for bet in bets),
-            "returned_total": sum(bet["returned"] for bet in bets),
-        }
+        _result_body(
+            table_id,
+            round_id,
+            player,
+            currency,
+            bets,
+            sum(bet["stake"] for bet in bets),
+            sum(bet["returned"] for bet in bets),
+        )
         for (player, currency), bets in by_owner.items()
     ]
 
@@ -86,6 +85,28 @@ def result_messages(fact_type: str, data: Mapping[str, Any], key: str) -> list[O
     if fact_type not in (SETTLED, VOIDED):
         return []
     return [_message(body, key) for body in result_bodies(data)]
+
+
+def _result_body(
+    table_id: str,
+    round_id: str,
+    player: str,
+    currency: str,
+    bets: list[dict[str, Any]],
+    stake_total: int,
+    returned_total: int,
+) -> dict[str, Any]:
+    """One player's result in one currency, in the contract's field order."""
+    return {
+        "message_id": message_id(table_id, round_id, player, currency),
+        "table_id": table_id,
+        "round_id": round_id,
+        "player_id": player,
+        "currency": currency,
+        "bets": bets,
+        "stake_total": stake_total,
+        "returned_total": returned_total,
+    }
 
 
 def decided_result_messages(
@@ -142,16 +163,7 @@ def decided_result_chunks(
     for start in range(0, len(owners), size):
         chunk = []
         for (player, currency), (bets, texts, staked, back) in owners[start : start + size]:
-            body = {
-                "message_id": message_id(table_id, round_id, player, currency),
-                "table_id": table_id,
-                "round_id": round_id,
-                "player_id": player,
-                "currency": currency,
-                "bets": bets,
-                "stake_total": staked,
-                "returned_total": back,
-            }
+            body = _result_body(table_id, round_id, player, currency, bets, staked, back)
             text = _body_text(body, texts, ids)
             chunk.append(_message(Encoded.with_text(body, text), key))
         yield chunk
