@@ -594,42 +594,17 @@ class Round:
             for bet, (number, index) in zip(placed, where, strict=True):
                 if bet.currency != currency:
                     continue
-                box, spot, stake, returned, outcome, line = wager_lines[kind_of_seat[number]][index]
-                assert stake == bet.amount and box == bet.box, "the bet's own kind"
-                results.append(
-                    {
-                        "bet_id": bet.bet_id,
-                        "player_id": bet.player_id,
-                        "box": box,
-                        "spot": spot,
-                        "stake": stake,
-                        "returned": returned,
-                        "outcome": outcome,
-                        "line": line,
-                        "currency": currency,
-                    }
-                )
+                kind_line = wager_lines[kind_of_seat[number]][index]
+                assert kind_line[2] == bet.amount and kind_line[0] == bet.box, "the bet's own kind"
+                results.append(_seat_line(bet.bet_id, bet.player_id, kind_line, currency))
             for decision, index in steps:
                 ante = self.bets[decision.ante_bet_id]
                 plays = play_lines[kind_of_ante[ante.bet_id]]
                 if ante.currency != currency or index not in plays:
                     continue
                 assert decision.bet_id is not None, "a play wager has its bet id"
-                box, spot, stake, returned, outcome, line = plays[index]
-                assert stake == decision.amount, "the play wager's own kind"
-                results.append(
-                    {
-                        "bet_id": decision.bet_id,
-                        "player_id": ante.player_id,
-                        "box": box,
-                        "spot": spot,
-                        "stake": stake,
-                        "returned": returned,
-                        "outcome": outcome,
-                        "line": line,
-                        "currency": currency,
-                    }
-                )
+                assert plays[index][2] == decision.amount, "the play wager's own kind"
+                results.append(_seat_line(decision.bet_id, ante.player_id, plays[index], currency))
         # self.bets holds the placed bets and the play wagers the decisions made.
         assert len(results) == len(self.bets), "one result line per wager"
         return results, hands
@@ -802,6 +777,27 @@ def _kind_line(result: holdem.BetResult) -> tuple[str, str, int, int, str, str |
         str(result.outcome),
         result.line,
     )
+
+
+def _seat_line(
+    bet_id: str,
+    player_id: str,
+    kind_line: tuple[str, str, int, int, str, str | None],
+    currency: str,
+) -> ResultLine:
+    """A wager's result line from its kind's (:func:`_kind_line`)."""
+    box, spot, stake, returned, outcome, line = kind_line
+    return {
+        "bet_id": bet_id,
+        "player_id": player_id,
+        "box": box,
+        "spot": spot,
+        "stake": stake,
+        "returned": returned,
+        "outcome": outcome,
+        "line": line,
+        "currency": currency,
+    }
 
 
 def _result_data(result: holdem.BetResult, currency: str) -> ResultLine:
