@@ -19,6 +19,9 @@ import os
 import signal
 import time
 from collections import Counter
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -129,31 +132,59 @@ def assert_pools_continuous(events: list[RecordedEvent], tables: list[Table]) ->
 HALVES = Counter({"a": PARTITIONS // 2, "b": PARTITIONS // 2})
 
 
-async def test_two_instances_share_partitions_and_a_killed_ones_move_within_the_term(
-    amqp_vhost: str, postgres_database: str, tmp_path: Path
-) -> None:
+@dataclass
+class MidStream:
+    """Two instances sharing the partitions, a quarter of the feed settled, the rest being
+    published."""
+
+    database: str
+    messages: list[FeedMessage]
+    tables: list[Table]
+    wallet: Wallet
+    a: ServeProcess
+    b: ServeProcess
+    publishing: asyncio.Task[int]
+
+    async def shared(self) -> bool:
+        return await _halves(self.database, self.a, self.b)
+
+
+async def _halves(database_url: str, a: ServeProcess, b: ServeProcess) -> bool:
+    return await shares(database_url, a, b) == HALVES
+
+
+@asynccontextmanager
+async def mid_stream(database_url: str, amqp_url: str, tmp_path: Path) -> AsyncIterator[MidStream]:
+    """The feed of :func:`many_tables_feed` reaching two partitioned instances that hold half
+    the partitions each, yielded once a quarter of its rounds are settled."""
     messages = many_tables_feed(160)
     tables = played_tables(messages)
-    table_ids = {t.table_id for t in tables}
-    await prepare(postgres_database, amqp_vhost, table_ids)
-    wallet = Wallet(amqp_vhost)
-
+    await prepare(database_url, amqp_url, {t.table_id for t in tables})
+    wallet = Wallet(amqp_url)
     with (
-        serve_process(postgres_database, amqp_vhost, tmp_path / "a.log", 50, ENV) as a,
-        serve_process(postgres_database, amqp_vhost, tmp_path / "b.log", 50, ENV) as b,
+        serve_process(database_url, amqp_url, tmp_path / "a.log", 50, ENV) as a,
+        serve_process(database_url, amqp_url, tmp_path / "b.log", 50, ENV) as b,
     ):
         await a.ready()
         await b.ready()
-
-        async def shared() -> bool:
-            return await shares(postgres_database, a, b) == HALVES
-
-        await eventually(shared, 30, "each instance holds half the partitions")
-        publishing = asyncio.create_task(publish(messages, amqp_vhost))
         await eventually(
-            lambda: _at_least(postgres_database, len(tables) // 4), 120, "a quarter settled"
+            lambda: _halves(database_url, a, b), 30, "each instance holds half the partitions"
         )
-        assert await shared(), "both instances should still share the partitions"
+        publishing = asyncio.create_task(publish(messages, amqp_url))
+        await eventually(
+            lambda: _at_least(database_url, len(tables) // 4), 120, "a quarter settled"
+        )
+        yield MidStream(database_url, messages, tables, wallet, a, b, publishing)
+
+
+async def test_two_instances_share_partitions_and_a_killed_ones_move_within_the_term(
+    amqp_vhost: str, postgres_database: str, tmp_path: Path
+) -> None:
+    async with mid_stream(postgres_database, amqp_vhost, tmp_path) as stream:
+        messages, tables, wallet = stream.messages, stream.tables, stream.wallet
+        a, b, publishing = stream.a, stream.b, stream.publishing
+        table_ids = {t.table_id for t in tables}
+        assert await stream.shared(), "both instances should still share the partitions"
         a.process.send_signal(signal.SIGKILL)
         killed = time.monotonic()
         assert await a.exit_code() == -signal.SIGKILL
@@ -203,26 +234,9 @@ async def test_a_paused_owner_loses_its_partitions_and_hands_its_deliveries_over
     """SIGSTOP one instance mid-stream for longer than the term: the other takes its
     partitions; resumed, the paused one finds them lost (or its batch in hand fenced), hands
     its deliveries back to the broker unacknowledged, and quarantines nothing."""
-    messages = many_tables_feed(160)
-    tables = played_tables(messages)
-    await prepare(postgres_database, amqp_vhost, {t.table_id for t in tables})
-    wallet = Wallet(amqp_vhost)
-
-    with (
-        serve_process(postgres_database, amqp_vhost, tmp_path / "a.log", 50, ENV) as a,
-        serve_process(postgres_database, amqp_vhost, tmp_path / "b.log", 50, ENV) as b,
-    ):
-        await a.ready()
-        await b.ready()
-
-        async def shared() -> bool:
-            return await shares(postgres_database, a, b) == HALVES
-
-        await eventually(shared, 30, "each instance holds half the partitions")
-        publishing = asyncio.create_task(publish(messages, amqp_vhost))
-        await eventually(
-            lambda: _at_least(postgres_database, len(tables) // 4), 120, "a quarter settled"
-        )
+    async with mid_stream(postgres_database, amqp_vhost, tmp_path) as stream:
+        messages, tables, wallet = stream.messages, stream.tables, stream.wallet
+        a, b, publishing = stream.a, stream.b, stream.publishing
         os.kill(a.process.pid, signal.SIGSTOP)
         try:
 
