@@ -47,3 +47,50 @@ async def test_a_confirming_channel_has_what_publish_confirmed_touches(amqp_vhos
         assert failed and failed[0] is not None  # no such exchange: the channel closes
     finally:
         await connection.close()
+
+
+async def test_each_publication_gets_its_own_answer_in_one_page(amqp_vhost: str) -> None:
+    """Confirmed, nacked (a full queue refusing publishes) and returned (unroutable,
+    mandatory) messages of one call each get their own outcome, in order."""
+    connection = await aio_pika.connect(amqp_vhost)
+    try:
+        robust = await connection.channel(publisher_confirms=True, on_return_raises=True)
+        channel = cast(aiormq.Channel, await robust.get_underlay_channel())
+        suffix = uuid.uuid4().hex[:8]
+        await robust.declare_queue(f"open.{suffix}", exclusive=True)
+        full = {"x-max-length": 0, "x-overflow": "reject-publish"}
+        await robust.declare_queue(f"full.{suffix}", exclusive=True, arguments=full)
+        kinds = ["open", "full", "nowhere", "open", "full", "open"]
+        page = [
+            Publication("", f"{kind}.{suffix}", b"{}", f"m{n}", mandatory=True)
+            for n, kind in enumerate(kinds)
+        ]
+        outcomes = await publish_confirmed(channel, page, chunk=2)
+        assert [o is None for o in outcomes] == [k == "open" for k in kinds]
+        assert isinstance(outcomes[2], aiormq.exceptions.PublishError)  # returned unroutable
+        assert channel.message_id_delivery_tag == {}
+        assert await publish_confirmed(channel, page[:1]) == [None]  # the channel goes on
+    finally:
+        await connection.close()
+
+
+async def test_a_call_given_up_leaves_the_channel_usable(amqp_vhost: str) -> None:
+    """Cancelling a call while the broker confirms does not break the answers that
+    arrive afterwards, nor the next call on the channel."""
+    connection = await aio_pika.connect(amqp_vhost)
+    try:
+        robust = await connection.channel(publisher_confirms=True)
+        channel = cast(aiormq.Channel, await robust.get_underlay_channel())
+        queue = await robust.declare_queue(f"given-up.{uuid.uuid4().hex[:8]}", exclusive=True)
+        page = [Publication("", queue.name, b"{}", f"m{n}") for n in range(2_000)]
+        call = asyncio.ensure_future(publish_confirmed(channel, page))
+        await asyncio.sleep(0)
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        assert await publish_confirmed(channel, page[:3]) == [None, None, None]
+        async with asyncio.timeout(10):
+            while channel.confirmations:  # the given-up call's answers drain
+                await asyncio.sleep(0.01)
+    finally:
+        await connection.close()
