@@ -198,6 +198,16 @@ class LedgerSuite:
         assert await ledger.stream_version("s") == 2
         assert await ledger.last_position() == 3
 
+    async def test_last_recorded_is_per_name_after_the_prefix(self, ledger: Ledger) -> None:
+        assert await ledger.last_recorded("round:") == {}
+        await ledger.append([append("round:t1:r1", 0), append("round:t2:r1", 0)])
+        first = await ledger.last_recorded("round:")
+        await ledger.append([append("round:t1:r2", 0, 2), append("other:t3", 0)])
+        later = await ledger.last_recorded("round:")
+        assert set(later) == {"t1", "t2"}
+        assert later["t2"] == first["t2"] < later["t1"]
+        assert later["t1"] == (await ledger.read_all(0, 100))[-2].recorded_at
+
     async def test_empty_append_writes_nothing(self, ledger: Ledger) -> None:
         assert await ledger.append([]) == []
         assert await ledger.last_position() == 0

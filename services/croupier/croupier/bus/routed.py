@@ -17,6 +17,12 @@ Guarantees:
   ledger makes a no-op). The few messages that raced the binding reach the partition queue
   after later ones; a round's events are held until their ``seq`` gap fills, so order
   within a round is restored by the settler.
+- **A binding pruned is made again.** ``croupier partitions --prune-bindings`` may remove a
+  table's binding at any time, this router's memory of binding it notwithstanding: every
+  copy the router republishes carries the header :data:`ROUTED_HEADER`, and a message that
+  comes back to ``croupier.feed.unrouted`` with it (its binding gone since) has its table
+  bound again before it is republished. So the first message of a pruned table that comes
+  back takes one extra turn through the router, and nothing is lost or left looping.
 - **A partition, one channel.** Each partition owned is consumed on a channel of its own.
   Giving a partition up (:meth:`RoutedAmqpBus.drop`: lease lost, fenced, or released)
   closes that channel: the broker returns every delivery of it not acknowledged to the
@@ -61,6 +67,8 @@ PARTITION_PREFETCH: Final = 200
 #: Messages of new tables the router holds at once.
 ROUTER_PREFETCH: Final = 50
 _TABLE_ID: Final = re.compile(TABLE_ID_PATTERN)
+#: Set on every copy the router republishes: one seen again by the router lost its binding.
+ROUTED_HEADER: Final = "croupier-routed"
 
 
 def routed_table(routing_key: str) -> str:
@@ -82,7 +90,8 @@ class RoutedAmqpBus(AmqpBus):
         self._partitions: dict[int, tuple[AbstractRobustChannel, aiormq.Channel, str]] = {}
         self._assigning = asyncio.Lock()
         self._router: AbstractRobustChannel | None = None
-        #: Tables bound by this process (binding again is harmless, only slower).
+        #: Tables bound by this process (binding again is harmless, only slower; a binding
+        #: pruned since shows in the message, which carries ROUTED_HEADER).
         self._bound: set[str] = set()
         self._resuming: set[asyncio.Task[None]] = set()
 
@@ -218,7 +227,7 @@ class RoutedAmqpBus(AmqpBus):
         queue = partition_queue(partition, self.count)
         try:
             if _TABLE_ID.match(table):
-                if table not in self._bound:
+                if table not in self._bound or (message.headers or {}).get(ROUTED_HEADER):
                     assert self._router is not None
                     bound = await self._router.get_queue(queue, ensure=False)
                     await bound.bind(ROUTED_EXCHANGE, table_binding(table))
@@ -242,7 +251,7 @@ class RoutedAmqpBus(AmqpBus):
             raise BusError("not connected")
         copy = aio_pika.Message(
             message.body,
-            headers=message.headers,
+            headers={**(message.headers or {}), ROUTED_HEADER: True},
             content_type=message.content_type,
             content_encoding=message.content_encoding,
             message_id=message.message_id,
@@ -260,3 +269,24 @@ class RoutedAmqpBus(AmqpBus):
             await target.publish(copy, routing_key=key, mandatory=True)
         except aio_pika.exceptions.DeliveryError as error:
             raise BusError(f"republish refused: {error!r}") from error
+
+
+async def unbind_tables(url: str, tables: Collection[str], count: int) -> None:
+    """Remove the binding ``<table_id>.#`` of each of ``tables`` from ``croupier.feed.in`` to
+    its partition's queue, at the broker at ``url`` (one of a ledger of ``count``
+    partitions). A binding already absent is no error (the broker says nothing either way).
+    Raises :class:`BusError` when the vhost has no routed feed."""
+    connection = await aio_pika.connect(url, timeout=30)
+    try:
+        channel = await connection.channel()
+        try:
+            routed = await channel.get_exchange(ROUTED_EXCHANGE)
+        except aiormq.exceptions.ChannelNotFoundEntity:
+            raise BusError(f"the vhost has no {ROUTED_EXCHANGE} (not a routed feed)") from None
+        for table in tables:
+            queue = await channel.get_queue(
+                partition_queue(partition_of(table, count), count), ensure=False
+            )
+            await queue.unbind(routed, table_binding(table))
+    finally:
+        await connection.close()

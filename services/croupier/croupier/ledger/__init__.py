@@ -484,6 +484,11 @@ class Ledger(ABC):
         """The highest committed position (0 when empty)."""
 
     @abstractmethod
+    async def last_recorded(self, prefix: str) -> dict[str, datetime]:
+        """For the streams ``<prefix><name>`` and ``<prefix><name>:...``, when the latest
+        event of each ``name`` was recorded. Reads every event of those streams."""
+
+    @abstractmethod
     async def writable(self) -> None:
         """Return once this process could append now: the append lock taken and released.
 

@@ -458,6 +458,16 @@ class PostgresLedger(Ledger):
         return int(value or 0)
 
     @_reaching
+    async def last_recorded(self, prefix: str) -> dict[str, datetime]:
+        rows = await (await self.pool()).fetch(
+            "SELECT split_part(substr(stream, $2), ':', 1), max(recorded_at) FROM events "
+            "WHERE starts_with(stream, $1) GROUP BY 1",
+            prefix,
+            len(prefix) + 1,
+        )
+        return {name: recorded.astimezone(UTC) for name, recorded in rows}
+
+    @_reaching
     async def mark_published(self, message_ids: Iterable[str]) -> None:
         ids = list(dict.fromkeys(message_ids))
         if not ids:

@@ -190,6 +190,16 @@ class SqliteLedger(Ledger):
         rows = await self._read("SELECT MAX(position) FROM events", ())
         return int(rows[0][0] or 0)
 
+    async def last_recorded(self, prefix: str) -> dict[str, datetime]:
+        rows = await self._read(
+            "SELECT CASE instr(rest, ':') WHEN 0 THEN rest "
+            "ELSE substr(rest, 1, instr(rest, ':') - 1) END, max(recorded_at) "
+            "FROM (SELECT substr(stream, ?) AS rest, recorded_at FROM events "
+            "WHERE substr(stream, 1, ?) = ?) GROUP BY 1",
+            (len(prefix) + 1, len(prefix), prefix),
+        )
+        return {name: datetime.fromisoformat(recorded) for name, recorded in rows}
+
     async def mark_published(self, message_ids: Iterable[str]) -> None:
         ids = list(dict.fromkeys(message_ids))
         if ids:
