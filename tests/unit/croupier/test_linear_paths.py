@@ -219,3 +219,29 @@ async def test_dead_letters_are_relayed_and_verified_in_linear_work(
     small, large = await measure(PLAYERS), await measure(2 * PLAYERS)
     for path, n, two_n in zip(("settle", "relay", "verify"), small, large, strict=True):
         _doubles_at_most(n, two_n, f"dead letters, {path}")
+
+
+async def test_what_this_process_settled_is_relayed_without_deriving_it_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The service hands the relay what its settler wrote (``OutboxRelay.committed``): the
+    relay builds no result body, and still reads and hashes the fact it vouches for."""
+    key = LedgerKey.generate()
+    async with open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}", key) as ledger:
+        await ledger.migrate()
+        bus = MemoryBus()
+        got: set[str] = set()
+        bus.subscribe("#", lambda message: got.add(message.message_id))
+        outbox = OutboxRelay(ledger, bus, Metrics(), batch=PAGE)
+        settling = Settler(ledger, dead_letters=True)
+        lines = shared_hand(PLAYERS)
+        for start in range(0, len(lines), 1000):
+            page = lines[start : start + 1000]
+            inbound = [Inbound(b, n, "t.feed", f"m{start + n}") for n, b in enumerate(page)]
+            outbox.committed((await settling.handle(inbound)).written)
+        assert await outbox.hold()
+        with counting(monkeypatch) as relayed:
+            await outbox.drain(timeout=120)
+        assert len(got) == PLAYERS
+        assert relayed.bodies == 0
+        assert relayed.hashed > 0  # the settlement fact read and vouched for all the same

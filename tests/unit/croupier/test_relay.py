@@ -15,11 +15,12 @@ import json
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from croupier_feeds import RoundFeed, line
 
+from contract.canonical import Encoded
 from croupier.bus import CODE_HEADER, REASON_HEADER, BusError, Outgoing, Refused
 from croupier.bus.amqp import _publication
 from croupier.bus.memory import MemoryBus
@@ -309,3 +310,26 @@ async def test_a_result_goes_to_the_broker_as_the_bus_would_encode_it(ledger: Le
     # Without the bytes (a message built elsewhere), the bus encodes the body itself.
     plain = replace(next(iter(vouched.values())), encoded=None)
     assert _publication(plain).body == compact(plain.body).encode()
+
+
+async def test_results_handed_over_stand_only_for_the_fact_the_chain_holds(
+    ledger: Ledger,
+) -> None:
+    """What the settler hands the relay is used only for the row the chain vouches for at
+    that position with that hash: results handed over under another hash are ignored, and
+    the relay publishes what the recorded fact says."""
+    report = await Settler(ledger).handle(deliveries(a_round("handed")))
+    ((fact, messages),) = report.written
+    inflated = [
+        replace(m, body=Encoded.with_text(m.body, cast(Encoded, m.body).text.replace("0", "9")))
+        for m in messages
+    ]
+    bus = MemoryBus()
+    got: list[Any] = []
+    bus.subscribe("#", got.append)
+    relay = OutboxRelay(ledger, bus, Metrics())
+    relay.committed([(fact._replace(hash="0" * 64), inflated)])
+    assert await relay.hold()
+    await relay.drain()
+    assert [m.body for m in got] == [{**m.body, "ledger_position": fact.position} for m in messages]
+    assert counter(relay.metrics, "croupier_results_refused_total") == 0

@@ -104,7 +104,7 @@ class FeedConsumer:
         *,
         max_batch: int = 1000,
         linger: float = 0.005,
-        on_commit: Callable[[], None] = lambda: None,
+        on_commit: Callable[[BatchReport], None] = lambda report: None,
         held_timeout: float = DEFAULT_HELD_TIMEOUT,
         round_timeout: float = DEFAULT_ROUND_TIMEOUT,
         sweep_every: float = 5.0,
@@ -149,7 +149,7 @@ class FeedConsumer:
             self.settler.forget()
             return
         if report.handled or report.closed:
-            self.on_commit()
+            self.on_commit(report)
             self._observe(report, 0, 0.0)
         self._gauge_waiting()
 
@@ -194,7 +194,7 @@ class FeedConsumer:
                 deliveries=len(batch),
             )
             return
-        self.on_commit()  # the relay publishes results and dead letters now
+        self.on_commit(report)  # the relay publishes results and dead letters now
         await self.source.finish_batch(self.source.live(batch))
         self._observe(report, len(batch), time.perf_counter() - started)
 
@@ -276,6 +276,7 @@ class FeedConsumer:
             merged.handled += report.handled
             merged.closed += report.closed
             merged.results += report.results
+            merged.written += report.written
         return merged
 
     async def _settle_one(self, delivery: Delivery) -> BatchReport:

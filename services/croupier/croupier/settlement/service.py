@@ -98,7 +98,7 @@ class Service:
             self.settler,
             self.metrics,
             max_batch=max_batch,
-            on_commit=self.relay.wake,
+            on_commit=lambda report: self.relay.committed(report.written),
             held_timeout=held_timeout,
             round_timeout=round_timeout,
         )

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, NamedTuple
 
@@ -92,6 +92,8 @@ class BatchReport:
     handled: list[Handled] = field(default_factory=list)
     closed: list[RecordedEvent] = field(default_factory=list)
     results: list[ResultBody] = field(default_factory=list)
+    #: Each closing fact recorded, with the wallet results it put in the outbox.
+    written: list[tuple[RecordedEvent, list[OutboxMessage]]] = field(default_factory=list)
     #: The closing facts of rounds the batch read back from the ledger already closed.
     found_closed: list[RecordedEvent] = field(default_factory=list)
 
@@ -390,13 +392,13 @@ class Settler:
         """Put the wallet results of the batch's closing facts in its outbox, in order,
         letting the event loop run between chunks (heartbeats, other tables' relaying)."""
         for fact in work.closings:
-            bodies: list[Mapping[str, Any]] = []
+            messages: list[OutboxMessage] = []
             for chunk in decided_result_chunks(fact.type, fact.data, fact.key, _RESULTS_EVERY):
-                work.outbox += chunk
-                bodies += [m.body for m in chunk]
+                messages += chunk
                 if len(chunk) == _RESULTS_EVERY:
                     await asyncio.sleep(0)
-            work.results[fact.key] = bodies
+            work.outbox += messages
+            work.results[fact.key] = messages
         work.closings.clear()
 
     # -- committing ------------------------------------------------------------------------
@@ -425,8 +427,11 @@ class Settler:
         ]
         closed = [r for r in recorded if r.type in (SETTLED, VOIDED)]
         work.report.closed = closed
+        work.report.written = [(r, work.results[r.key]) for r in closed]
         work.report.results = [
-            {**body, "ledger_position": r.position} for r in closed for body in work.results[r.key]
+            {**m.body, "ledger_position": r.position}
+            for r, messages in work.report.written
+            for m in messages
         ]
 
 
@@ -446,7 +451,8 @@ class Decided:
     closings: list[Fact] = field(default_factory=list)
     #: Dead letters by outbox id (the same delivery twice in a batch: one letter).
     letters: dict[str, OutboxMessage] = field(default_factory=dict)
-    results: dict[str, list[Mapping[str, Any]]] = field(default_factory=dict)
+    #: The wallet results of each closing fact, by its key.
+    results: dict[str, list[OutboxMessage]] = field(default_factory=dict)
     raw_rejections: set[str] = field(default_factory=set)
 
     def add(self, stream: str, fact: Fact, *, expected: int | None = -1) -> None:
