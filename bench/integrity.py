@@ -61,7 +61,7 @@ from holdem.evaluator import evaluate_batch
 from holdem.integrity import tables
 from holdem.integrity.constants import THP_FLOP_COMPLETIONS, load_constants
 from holdem.integrity.terms import Calculator, Terms, calculator
-from holdem.odds import engine
+from holdem.odds import engine, sweep
 from holdem.odds.combos import canonical_flops, hole_class, pair_index, pairs
 from holdem.odds.par import ParSheet, load_par
 from holdem.odds.situation import (
@@ -837,7 +837,6 @@ def day_here(echo: Callable[[str], None] = print) -> None:
 TABLE_FLOPS: Final = 6
 BUILDERS: Final = 4
 Flop = tuple[int, int, int]
-Counts = Callable[[Flop], tuple[engine.CasinoHoldemFlop, engine.ThpFlop]]
 
 
 def run_tables(echo: Callable[[str], None] = print) -> None:
@@ -851,19 +850,22 @@ def run_tables(echo: Callable[[str], None] = print) -> None:
     rows |= {name: np.empty((1, 1176, 47), dtype=np.int64) for name in ("paid", "paid_square")}
     rows |= {"flop": np.empty((1, 1176, 3), np.int64), "spread": np.empty((1, 1176, 3))}
 
-    def build_flop(counts: Counts, flop: Flop) -> None:
-        c, t = counts(flop)
+    def ranked(flop: Flop) -> None:
+        c, t = engine.ranked_casino_holdem_flop_all(flop), engine.ranked_thp_flop_all(flop)
         tables._ch_of_counts(ch, c.no_qualify, c.wins, c.ties, c.losses)
-        tables._store_thp_flop(thp, t.wins, t.losses, rows, 0)
+        paid, square = tables._showdown_sums(thp, t.wins)
+        tables._store_thp_flop(sweep.ThpSums(t.wins.sum(axis=-1), t.losses, paid, square), rows, 0)
 
-    def ranked(flop: Flop) -> tuple[engine.CasinoHoldemFlop, engine.ThpFlop]:
-        return engine.ranked_casino_holdem_flop_all(flop), engine.ranked_thp_flop_all(flop)
+    def swept(flop: Flop) -> None:
+        c, (sums,) = sweep.flop_sums(flop, True, [thp])
+        tables._ch_of_counts(ch, c.ch_no_qualify, c.ch_wins, c.ch_ties, c.ch_losses)
+        tables._store_thp_flop(sums, rows, 0)
 
     spent = {"ranking": 0.0, "sweep": 0.0}
     for flop in flops:  # alternately, so a change in the machine's load falls on both
-        for name, counts in (("ranking", ranked), ("sweep", engine.flop_all)):
+        for name, build_flop in (("ranking", ranked), ("sweep", swept)):
             before = time.process_time()
-            build_flop(counts, flop)
+            build_flop(flop)
             spent[name] += time.process_time() - before
     old, new = (spent[name] / len(flops) for name in ("ranking", "sweep"))
     echo(

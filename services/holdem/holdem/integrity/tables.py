@@ -55,7 +55,7 @@ import numpy.typing as npt
 
 from holdem.odds import engine, situation, sweep
 from holdem.odds.combos import SUIT_PERMUTATIONS, canonical_flops, pair_index, permute_suits
-from holdem.odds.engine import casino_holdem_flop_all, flop_all, thp_flop_all
+from holdem.odds.engine import casino_holdem_flop_all, thp_flop_all
 from holdem.odds.situation import (
     THP_TURN_COMPLETIONS,
     THP_TURNS,
@@ -469,12 +469,12 @@ def build(
     ch_ev = {m: np.empty((len(flops), 1176), np.int64) for m in ch}
     ch_second = {m: np.empty((len(flops), 1176), np.int64) for m in ch}
     thp_out = {m: _open_thp(m, len(flops)) for m in thp}
-    for i, (c, t) in enumerate(_swept(flops, ch=bool(ch), thp=bool(thp))):
+    for i, (c, sums) in enumerate(_swept(flops, bool(ch), list(thp))):
         for m in ch:
-            table = _ch_of_counts(m, c.no_qualify, c.wins, c.ties, c.losses)
+            table = _ch_of_counts(m, c.ch_no_qualify, c.ch_wins, c.ch_ties, c.ch_losses)
             ch_ev[m][i], ch_second[m][i] = table.ev, table.second
-        for m, (_, arrays) in thp_out.items():
-            _store_thp_flop(m, t.wins, t.losses, arrays, i)
+        for (_, arrays), showdowns in zip(thp_out.values(), sums, strict=True):
+            _store_thp_flop(showdowns, arrays, i)
         if progress:
             progress(i + 1, len(flops))
     for m in ch:
@@ -489,18 +489,19 @@ def build(
 
 
 def _swept(
-    flops: Sequence[Flop], ch: bool, thp: bool
-) -> Iterator[tuple[engine.CasinoHoldemFlop, engine.ThpFlop]]:
-    """Each flop's counts of both games (one sweep), in order, on every core this may use.
+    flops: Sequence[Flop], ch: bool, thp: Sequence[Multipliers]
+) -> Iterator[tuple[sweep.FlopCounts, list[sweep.ThpSums]]]:
+    """Each flop's Casino Hold'em counts and Texas Hold'em Plus sums (one sweep), in order,
+    on every core this may use.
 
     The sweep runs outside the interpreter's lock, so threads suffice; a few flops ahead at
     most, so the memory held stays a few tens of megabytes.
     """
     workers = len(os.sched_getaffinity(0))
     with ThreadPoolExecutor(workers) as pool:
-        ahead: deque[Future[tuple[engine.CasinoHoldemFlop, engine.ThpFlop]]] = deque()
+        ahead: deque[Future[tuple[sweep.FlopCounts, list[sweep.ThpSums]]]] = deque()
         for flop in flops:
-            ahead.append(pool.submit(flop_all, flop, ch, thp))
+            ahead.append(pool.submit(sweep.flop_sums, flop, ch, thp))
             if len(ahead) > 2 * workers:
                 yield ahead.popleft().result()
         while ahead:
@@ -526,17 +527,13 @@ def _open_thp(multipliers: Multipliers, flops: int) -> tuple[Path, dict[str, npt
     return building, arrays
 
 
-def _store_thp_flop(
-    multipliers: Multipliers, wins: I64, losses: I64, arrays: dict[str, npt.NDArray[Any]], i: int
-) -> None:
-    """Store a flop's counts as the stored table's row ``i``, the sums computed once."""
-    m = np.asarray(multipliers, dtype=np.int64)
-    won, paid, square = wins.sum(axis=-1), wins @ m, wins @ (m * m)
-    best, flop_n = _best_play(won, losses, paid)
-    arrays["won"][i] = won
-    arrays["lost"][i] = losses
-    arrays["paid"][i] = paid
-    arrays["paid_square"][i] = square
+def _store_thp_flop(sums: sweep.ThpSums, arrays: dict[str, npt.NDArray[Any]], i: int) -> None:
+    """Store a flop's showdown sums as the stored table's row ``i``, with what follows."""
+    best, flop_n = _best_play(sums.won, sums.lost, sums.paid)
+    arrays["won"][i] = sums.won
+    arrays["lost"][i] = sums.lost
+    arrays["paid"][i] = sums.paid
+    arrays["paid_square"][i] = sums.paid_square
     arrays["flop"][i] = flop_n
     after = best.astype(np.float64).transpose(1, 0, 2) / THP_TURN_COMPLETIONS
     arrays["spread"][i] = _spread(after)

@@ -13,6 +13,7 @@ from holdem import load_paytable
 from holdem.integrity import tables
 from holdem.odds.combos import canonical_flops
 from holdem.odds.situation import ante_multipliers
+from holdem.odds.sweep import flop_sums
 
 CLASSIC = load_paytable("casino-holdem/classic")
 STANDARD = load_paytable("texas-holdem-plus/standard")
@@ -34,8 +35,9 @@ def test_a_stored_texas_holdem_plus_flop_reads_as_its_table(cache: Path) -> None
     m = ante_multipliers(STANDARD)
     flop = FLOPS[700]
     _, arrays = tables._open_thp(m, 1)
-    table = tables.thp_flop_table(m, flop)
-    tables._store_thp_flop(m, table.wins, table.losses, arrays, 0)
+    table = tables.thp_flop_table(m, flop)  # by category, summed in numpy
+    _, (sums,) = flop_sums(flop, False, [m])  # summed in the compiled sweep, as stored
+    tables._store_thp_flop(sums, arrays, 0)
     stored = tables._ThpStored({flop: 0}, m, arrays)
     for row, turn in [(0, 0), (17, 46), (1175, 23), (600, 5)]:
         got = stored.situation(flop, row, turn)
