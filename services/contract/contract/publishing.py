@@ -13,6 +13,7 @@ held by a test (``tests/integration/test_aiormq_internals.py``).
 from __future__ import annotations
 
 import asyncio
+import logging
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,6 +24,8 @@ from aiormq.abc import ChannelFrame
 from pamqp import commands as spec
 from pamqp.body import ContentBody
 from pamqp.header import ContentHeader
+
+log = logging.getLogger(__name__)
 
 #: AMQP's limit on a short string (exchange, routing key, message id), in bytes.
 SHORTSTR_MAX: Final = 255
@@ -38,6 +41,8 @@ CHANNEL_INTERNALS: Final = (
     "max_content_size",
     "number",
     "is_closed",
+    "_confirm_delivery",
+    "_on_confirm_frame",
 )
 JSON: Final = "application/json"
 PERSISTENT: Final = 2
@@ -136,6 +141,7 @@ async def publish_confirmed(
         raise ValueError("publish_confirmed needs a channel with publisher confirms")
     if not publications:
         return []
+    _confirm_in_tag_order(channel)
     # Encoded before anything is registered: a message that cannot be encoded must not
     # leave a delivery tag behind that the broker never confirms.
     encoded = [p.frames(channel.number, channel.max_content_size) for p in publications]
@@ -163,6 +169,33 @@ async def publish_confirmed(
         for message_id, tag in returnable:
             if channel.message_id_delivery_tag.get(message_id) == tag:
                 del channel.message_id_delivery_tag[message_id]
+
+
+def _confirm_in_tag_order(channel: aiormq.Channel) -> None:
+    """Make ``channel`` answer a multiple ack by taking its confirmations from the oldest
+    up to the acked tag. aiormq walks every outstanding confirmation for each multiple ack
+    and schedules a callback for each one covered: with a page of N in flight, each of the
+    broker's ack frames cost O(N). Confirmations are registered in tag order, so the
+    covered ones are the oldest (a returned message's placeholder, put back at the end, is
+    taken once the tags before it are)."""
+    if "_on_confirm_frame" in vars(channel):
+        return
+
+    async def on_confirm(frame: spec.Basic.Ack | spec.Basic.Nack) -> None:
+        confirmations = channel.confirmations
+        if frame.delivery_tag not in confirmations:
+            log.error("unexpected confirmation frame from the broker: %r", frame)
+            return
+        if not frame.multiple:
+            channel._confirm_delivery(frame.delivery_tag, frame)
+            return
+        while confirmations:
+            tag = next(iter(confirmations))
+            if tag > frame.delivery_tag:
+                return
+            channel._confirm_delivery(tag, frame)
+
+    setattr(channel, "_on_confirm_frame", on_confirm)  # noqa: B010 (an instance's method)
 
 
 class _Answers:
