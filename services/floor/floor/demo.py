@@ -19,6 +19,13 @@ The demo is also a smoke test: it exits 1 and lists the rounds when any round th
 closed was not paid in full, when the wallets and the ledger disagree, or when a round stays
 open without a fault the studio injected into it; open rounds are listed in every case.
 Every run deals under its own table ids, so runs in one ledger never share an event id.
+
+With ``instances`` above 1 the service is a fleet of partitioned ``croupier serve`` processes
+instead (:mod:`floor.fleet`): live only, never embedded; it prints each instance's
+partitions and settled messages as it goes, stops them gracefully, and fails the run when
+one does not exit 0 or leaves a lease held. With ``kill_one`` it publishes half the feed,
+kills the instance holding the most partitions once that half is settled, then publishes
+the rest, which the others settle once they have taken its partitions.
 """
 
 from __future__ import annotations
@@ -43,9 +50,10 @@ from aio_pika.abc import AbstractIncomingMessage
 
 from croupier.bus import FEED_QUEUE, SETTLEMENTS_EXCHANGE, Bus, Outgoing
 from croupier.bus.memory import MemoryBus
+from croupier.bus.topology import UNROUTED_QUEUE, partition_queue
 from croupier.cli.console import program
 from croupier.config import Settings, settings
-from croupier.errors import CommandError, reaching
+from croupier.errors import START_SERVICES, CommandError, reaching
 from croupier.history.site import history_site
 from croupier.ledger import Ledger, open_ledger
 from croupier.ledger.signing import PRIVATE_KEY_FILE, LedgerKey
@@ -56,6 +64,7 @@ from croupier.settlement.facts import Closing, closing
 from croupier.settlement.round import SETTLED, VOIDED
 from croupier.settlement.service import Service
 from croupier.urls import host_port, mask_url
+from floor.fleet import Fleet, check_vhost, fleet_broker
 from holdem import load_paytable
 from studio.config import Faults, StudioConfig, parse_table_specs
 from studio.feed import simulate
@@ -72,6 +81,9 @@ DEMO_TABLES = (
     "progressive:shared=40",
     "standard:shared=40",
 )
+#: Copies of the demo's tables a fleet plays (24 tables): each instance's share of the
+#: partitions holds some of them.
+FLEET_TABLE_COPIES = 6
 Say = Callable[[str], None]
 RoundKey = tuple[str, str]  # (table_id, round_id)
 #: Where the demo's wallet writes its transaction log unless told otherwise (replaced).
@@ -144,19 +156,31 @@ async def run_demo(
     wallet_faults: WalletFaults | None = None,
     serve_until_stopped: bool | None = None,
     rest: Callable[[], None] = lambda: None,
+    instances: int = 1,
+    kill_one: bool = False,
 ) -> int:
-    """Play ``rounds`` rounds through the service; print progress and a summary. Then keep
-    serving the history pages until Ctrl-C when ``serve_until_stopped`` (default: when
-    standard input is a terminal), calling ``rest`` first."""
+    """Play ``rounds`` rounds through the service (``instances`` partitioned processes when
+    above 1); print progress and a summary. Then keep serving the history pages until
+    Ctrl-C when ``serve_until_stopped`` (default: when standard input is a terminal),
+    calling ``rest`` first."""
     chosen = settings()
-    live = not embedded and _live_available(chosen)
+    broker = chosen.amqp_url
+    if instances > 1:
+        broker = fleet_broker(chosen)
+        _check_fleet_services(chosen, broker, instances)
+        live = True
+    else:
+        live = not embedded and _live_available(chosen)
     if not live and (chosen.database_configured or chosen.amqp_configured) and not embedded:
         raise _configured_but_down(chosen)
     if serve_until_stopped is None:
         serve_until_stopped = sys.stdin is not None and sys.stdin.isatty()
     run_id = secrets.token_hex(3)
     config = StudioConfig(
-        tables=parse_table_specs(list(DEMO_TABLES), prefix=f"demo-{run_id}"),
+        tables=parse_table_specs(
+            list(DEMO_TABLES) * (1 if instances == 1 else FLEET_TABLE_COPIES),
+            prefix=f"demo-{run_id}",
+        ),
         rounds=rounds,
         seed=secrets.randbits(32) if seed is None else seed,
         timeout_rate=0.02,
@@ -164,38 +188,101 @@ async def run_demo(
         faults=Faults(void=0.01, duplicate_card=0.003, redelivery=0.01, wrong_call=0.003),
     )
     messages = list(simulate(config))
-    ledger, bus, url = await _infrastructure(live, chosen, say)
+    fleet: Fleet | None = None
+    bus: Bus | None = None
+    if instances > 1:
+        await check_vhost(broker)
+        ledger, url = await _fleet_ledger(chosen, broker, instances, say)
+        fleet = Fleet(instances, url, broker, _signing_key_file(chosen))
+    else:
+        ledger, bus, url = await _infrastructure(live, chosen, say)
     log_path = wallet_log or WALLET_LOG
     log_path.parent.mkdir(parents=True, exist_ok=True)
     wallet = Wallet(f"demo-{run_id}-", log=WalletLog(log_path, wallet_faults, seed=config.seed))
+    fleet_ok = True
     async with ledger:
-        service = Service(ledger, bus)
         await ledger.migrate()
         start = await ledger.last_position()
-        await service.start(http_port=_free_port(chosen.http_port))
-        say(f"metrics on http://127.0.0.1:{service.http_port}/metrics")
-        async with history_site(url, _free_port(chosen.web_port)) as site:
-            player = _a_player(config)
-            page = site.page_for(player)
-            say(f"game history of {player}: {page}")
-            try:
-                closed = await _play(config, messages, bus, chosen, wallet, service, start, say)
-            finally:
-                await service.stop()
-            # the commands it prints name the demo's ledger unless it is the configured one
-            on_ledger = "" if url == chosen.database_url else f" --ledger {url}"
-            reconciled = await _reconcile(ledger, start, messages, wallet, log_path, on_ledger, say)
-            say(_summary(closed.totals, wallet))
-            audit = Audit(dealt_rounds(messages), closed.returned, wallet.by_round)
-            for line in audit.report():
-                say(line)
-            if serve_until_stopped:
-                say(f"\nthe game history stays up at {page}")
-                say("press Ctrl-C to stop the demo")
-                rest()
-                await _until_interrupted()
-                say("demo stopped")
-    return 0 if audit.ok and reconciled else 1
+        service = None if bus is None else Service(ledger, bus)
+        try:
+            if service is not None:
+                await service.start(http_port=_free_port(chosen.http_port))
+                say(f"metrics on http://127.0.0.1:{service.http_port}/metrics")
+            else:
+                assert fleet is not None
+                await _start_fleet(fleet, say)
+            async with history_site(url, _free_port(chosen.web_port)) as site:
+                player = _a_player(config)
+                page = site.page_for(player)
+                say(f"game history of {player}: {page}")
+                try:
+                    closed = await _play(
+                        config, messages, ledger, bus, broker, wallet, start, say, fleet, kill_one
+                    )
+                finally:
+                    if service is not None:
+                        await service.stop()
+                    else:
+                        assert fleet is not None
+                        fleet_ok = await _stop_fleet(fleet, ledger, say)
+                # the commands it prints name the demo's ledger unless it is the configured one
+                on_ledger = "" if url == chosen.database_url else f" --ledger {url}"
+                reconciled = await _reconcile(
+                    ledger, start, messages, wallet, log_path, on_ledger, say
+                )
+                say(_summary(closed.totals, wallet))
+                audit = Audit(
+                    dealt_rounds(messages),
+                    closed.returned,
+                    wallet.by_round,
+                    closed.closures,
+                    frozenset(closed.unbalanced),
+                )
+                for line in audit.report():
+                    say(line)
+                if not fleet_ok:
+                    say("demo: FAILED: the instances did not all stop cleanly (see above)")
+                if serve_until_stopped:
+                    say(f"\nthe game history stays up at {page}")
+                    say("press Ctrl-C to stop the demo")
+                    rest()
+                    await _until_interrupted()
+                    say("demo stopped")
+        finally:
+            if fleet is not None:
+                fleet.kill_all()
+    return 0 if audit.ok and reconciled and fleet_ok else 1
+
+
+async def _start_fleet(fleet: Fleet, say: Say) -> None:
+    """Start the instances and wait until each is ready."""
+    fleet.start()
+    for instance in fleet.instances:
+        say(
+            f"instance {instance.name}: croupier serve (pid {instance.process.pid}), metrics "
+            f"on http://127.0.0.1:{instance.port}/metrics, log {instance.log}"
+        )
+    await fleet.ready()
+    say(f"{fleet.count} instances ready; each takes its share of the partitions")
+
+
+async def _stop_fleet(fleet: Fleet, ledger: Ledger, say: Say) -> bool:
+    """Stop the instances gracefully and check that they released every lease; whether
+    all went well. Says what each held at most and settled."""
+    say("stopping the instances (SIGTERM)")
+    codes = await fleet.stop()
+    held, unowned = await fleet.holdings(ledger)
+    ok = True
+    for instance in fleet.instances:
+        end = "killed midway" if instance.killed else f"stopped, exit {codes[instance.name]}"
+        ok = ok and (instance.killed or codes[instance.name] == 0)
+        say(
+            f"fleet: {instance.name} held up to {instance.most} partitions, settled "
+            f"{instance.settled:,} messages, {end}"
+        )
+    still = sum(held[i.name] for i in fleet.instances if not i.killed)
+    say(f"fleet: leases held after the stop {still}, partitions without a lease {unowned}")
+    return ok and still == 0
 
 
 async def _until_interrupted() -> None:
@@ -323,6 +410,31 @@ def _configured_but_down(chosen: Settings) -> CommandError:
     )
 
 
+def _check_fleet_services(settings: Settings, broker: str, count: int) -> None:
+    """Raise a :class:`CommandError` naming each service a fleet needs that does not answer."""
+    if settings.database_url.startswith("sqlite"):
+        raise CommandError(
+            f"croupier demo --instances {count} needs a PostgreSQL ledger, and "
+            "CROUPIER_DATABASE_URL names a SQLite file",
+            "point it at PostgreSQL, or unset it for the local one",
+        )
+    down = [
+        f"{name} at {host_port(url)} ({variable})"
+        for name, url, variable, port in (
+            ("PostgreSQL", settings.database_url, "CROUPIER_DATABASE_URL", 5432),
+            ("RabbitMQ", broker, "CROUPIER_AMQP_URL", 5672),
+        )
+        if not reachable(url, port)
+    ]
+    if down:
+        raise CommandError(
+            f"croupier demo --instances {count} runs partitioned `croupier serve` processes, "
+            f"which need RabbitMQ and PostgreSQL: {' and '.join(down)} not reachable",
+            f"{START_SERVICES} (or point the variable at a running one); "
+            "without --instances the demo also plays embedded",
+        )
+
+
 def dealt_rounds(messages: Iterable[FeedMessage]) -> dict[RoundKey, set[str]]:
     """Every round the studio dealt, with the faults it injected into each."""
     rounds: dict[RoundKey, set[str]] = {}
@@ -342,6 +454,14 @@ class Audit:
     dealt: dict[RoundKey, set[str]]
     closed: dict[RoundKey, Counter[str]]  # returned per currency, by the ledger
     paid: dict[RoundKey, Counter[str]]  # returned per currency, by the wallets
+    #: Closing facts per round (settled or voided: one each), and the closed rounds whose
+    #: postings do not sum to zero in a currency.
+    closures: Counter[RoundKey] = field(default_factory=Counter)
+    unbalanced: frozenset[RoundKey] = frozenset()
+
+    def twice(self) -> list[RoundKey]:
+        """Rounds the ledger closed more than once."""
+        return sorted(key for key, n in self.closures.items() if n > 1)
 
     def open(self) -> dict[RoundKey, set[str]]:
         """Rounds dealt that the ledger has not closed, with their injected faults."""
@@ -366,7 +486,13 @@ class Audit:
 
     @property
     def ok(self) -> bool:
-        return not self.unexplained() and not self.unpaid() and not self.mismatched()
+        return (
+            not self.unexplained()
+            and not self.unpaid()
+            and not self.mismatched()
+            and not self.twice()
+            and not self.unbalanced
+        )
 
     def report(self) -> list[str]:
         """Open and unpaid rounds, then the verdict."""
@@ -379,12 +505,22 @@ class Audit:
         for key in unpaid[:LISTED]:
             ledger, wallets = dict(+self.closed[key]), dict(+self.paid.get(key, Counter()))
             lines.append(f"  UNPAID {key[0]} {key[1]}: ledger returned {ledger}, wallets {wallets}")
+        twice = self.twice()
+        for key in twice[:LISTED]:
+            lines.append(f"  CLOSED {self.closures[key]} TIMES {key[0]} {key[1]}")
+        for key in sorted(self.unbalanced)[:LISTED]:
+            lines.append(f"  POSTINGS UNBALANCED {key[0]} {key[1]}")
+        lines.append(
+            f"closed once each: {len(self.closed) - len(twice)} of {len(self.closed)}; "
+            f"postings balanced in {len(self.closed) - len(self.unbalanced)}"
+        )
         if self.ok:
             lines.append("demo: OK, every closed round paid to the unit")
         else:
             lines.append(
                 f"demo: FAILED: {len(unpaid)} unpaid round(s), "
                 f"{len(self.unexplained())} round(s) open without an injected fault, "
+                f"{len(twice)} closed more than once, {len(self.unbalanced)} unbalanced, "
                 f"wallets and ledger disagree in {self.mismatched() or 'no currency'}"
             )
         return lines
@@ -404,6 +540,22 @@ def _a_player(config: StudioConfig) -> str:
         if body["event_type"] == "bet.placed":
             return str(body["payload"]["player_id"])
     raise AssertionError("a studio that plays rounds places bets")
+
+
+async def _fleet_ledger(
+    settings: Settings, broker: str, instances: int, say: Say
+) -> tuple[Ledger, str]:
+    """The PostgreSQL ledger a fleet shares and its URL: the live demo's. Never embedded:
+    a database that is missing stops the demo, saying how to create it."""
+    ledger = open_ledger(settings.database_url, _signing_key(settings))
+    with reaching(ledger=settings.database_url):
+        await ledger.schema_version()
+    broker_at, database = mask_url(broker), mask_url(settings.database_url)
+    say(
+        f"partitioned mode: {instances} instances, RabbitMQ at {broker_at}, "
+        f"PostgreSQL at {database}"
+    )
+    return ledger, settings.database_url
 
 
 def _live_available(settings: Settings) -> bool:
@@ -445,12 +597,17 @@ def _missing_database(error: CommandError) -> bool:
 
 def _signing_key(settings: Settings) -> LedgerKey:
     """``CROUPIER_LEDGER_SIGNING_KEY``, else the demo's own key under ``var/`` (made once)."""
+    return LedgerKey.from_file(_signing_key_file(settings))
+
+
+def _signing_key_file(settings: Settings) -> Path:
+    """The file of :func:`_signing_key` (made once when it is the demo's own)."""
     if settings.ledger_signing_key is not None:
-        return LedgerKey.from_file(settings.ledger_signing_key)
+        return Path(settings.ledger_signing_key)
     path = DEMO_KEY_FOLDER / PRIVATE_KEY_FILE
     if not path.exists():
         LedgerKey.generate().write(DEMO_KEY_FOLDER)
-    return LedgerKey.from_file(path)
+    return path
 
 
 def _free_port(preferred: int) -> int:
@@ -465,24 +622,40 @@ def _free_port(preferred: int) -> int:
 async def _play(
     config: StudioConfig,
     messages: list[FeedMessage],
-    bus: Bus,
-    settings: Settings,
+    ledger: Ledger,
+    bus: Bus | None,
+    broker: str,
     wallet: Wallet,
-    service: Service,
     start: int,
     say: Say,
+    fleet: Fleet | None = None,
+    kill_one: bool = False,
 ) -> _Closing:
-    """Play the feed until every round is paid (or nothing moves); what closed, with totals."""
+    """Play the feed until every round is paid (or nothing moves); what closed, with totals.
+    ``bus`` None: a fleet settles it, fed through ``broker``."""
     say(f"studio: {len(config.tables)} tables, {config.rounds} rounds, {len(messages)} events")
     started = time.perf_counter()
     sent = asyncio.Event()
+    closing = _Closing(ledger, start, wallet.tables, dealt_rounds(messages))
+    backlog: list[int] = []  # the feed backlog at each tick, newest last
+
+    async def halfway() -> None:
+        """Once the first half is settled (the queues empty, the ledger quiet), kill one."""
+        assert fleet is not None
+        while not (backlog and backlog[-1] == 0 and closing.quiet >= QUIET_TICKS):
+            await asyncio.sleep(TICK)
+        victim = await fleet.kill_one(ledger)
+        say(
+            f"  killed {victim.name} (SIGKILL, pid {victim.process.pid}) with half the feed "
+            "settled: its leases run out within the term, then the others take its partitions"
+        )
+
     if isinstance(bus, MemoryBus):
         bus.subscribe("#", wallet.credit)
         publishing = asyncio.create_task(_publish_in_process(bus, messages, sent))
     else:
-        publishing = asyncio.create_task(_publish_amqp(messages, settings.amqp_url, wallet, sent))
-    closing = _Closing(service.ledger, start, wallet.tables, dealt_rounds(messages))
-    backlog: list[int] = []  # the feed backlog at each tick, newest last
+        pause = halfway if kill_one else None
+        publishing = asyncio.create_task(_publish_amqp(messages, broker, wallet, sent, pause))
 
     async def report(feed_backlog: Callable[[], Awaitable[int]]) -> None:
         """A progress line every tick, from the wallet and the feed: never waits for the
@@ -495,17 +668,24 @@ async def _play(
                 f"  {elapsed:5.1f}s  rounds paid {len(wallet.rounds):>5}/{config.rounds}"
                 f"  results paid {len(wallet.seen):>6}  feed backlog {backlog[-1]:>6}"
             )
+            if fleet is not None:
+                say(await fleet.status(ledger))
 
-    async with _feed_backlog(bus, settings) as feed_backlog:
+    queues = [FEED_QUEUE]
+    if fleet is not None:
+        count = await ledger.partition_leases().count()
+        queues = [*(partition_queue(p, count) for p in range(count)), UNROUTED_QUEUE]
+    async with _feed_backlog(bus, broker, queues) as feed_backlog:
         reporting = asyncio.create_task(report(feed_backlog))
         try:
             while True:
                 await asyncio.sleep(TICK)
-                pending = len(await service.ledger.pending_outbox(1))
+                pending = len(await ledger.pending_outbox(1))
                 moved = await closing.follow()
                 drained = bool(backlog) and backlog[-1] == 0
                 idle = sent.is_set() and drained and pending == 0 and not moved
-                if (idle and closing.done(wallet)) or closing.stalled(idle):
+                handed = fleet is None or await fleet.handed_over(ledger)
+                if (idle and handed and closing.done(wallet)) or closing.stalled(idle):
                     wallet.settled.set()
                     await publishing
                     await closing.follow()
@@ -538,6 +718,9 @@ class _Closing:
         #: Totals per game, and the amount returned per closed round, of this run's tables.
         self.totals: dict[str, GameTotals] = {}
         self.returned: dict[RoundKey, Counter[str]] = {}
+        #: Closing facts per round, and the rounds whose postings do not balance.
+        self.closures: Counter[RoundKey] = Counter()
+        self.unbalanced: set[RoundKey] = set()
         self.after = after
         self.quiet = 0
 
@@ -559,6 +742,12 @@ class _Closing:
         event = data["event"]
         key = (event["table_id"], event["round_id"])
         self.closed.add(key)
+        self.closures[key] += 1
+        postings: Counter[str] = Counter()
+        for posting in data["postings"]:
+            postings[posting["currency"]] += posting["amount"]
+        if any(postings.values()):
+            self.unbalanced.add(key)
         game = str(load_paytable(data["paytable"]["id"]).game)
         totals = self.totals.setdefault(game, GameTotals())
         totals.rounds += fact_type == SETTLED
@@ -594,9 +783,14 @@ async def _publish_in_process(
 
 
 async def _publish_amqp(
-    messages: list[FeedMessage], url: str, wallet: Wallet, sent: asyncio.Event
+    messages: list[FeedMessage],
+    url: str,
+    wallet: Wallet,
+    sent: asyncio.Event,
+    halfway: Callable[[], Awaitable[None]] | None = None,
 ) -> None:
-    """Publish the feed to RabbitMQ while a wallet queue takes the settlement results."""
+    """Publish the feed to RabbitMQ while a wallet queue takes the settlement results;
+    ``halfway``, when given, is awaited between the feed's two halves."""
 
     async def on_result(message: AbstractIncomingMessage) -> None:
         async with message.process():
@@ -609,16 +803,22 @@ async def _publish_amqp(
         queue = await channel.declare_queue(exclusive=True)
         await queue.bind(settlements, "#")
         await queue.consume(on_result)
-        await publish(messages, url)
+        if halfway is None:
+            await publish(messages, url)
+        else:
+            await publish(messages[: len(messages) // 2], url)
+            await halfway()
+            await publish(messages[len(messages) // 2 :], url)
         sent.set()
         await wallet.settled.wait()
 
 
 @asynccontextmanager
 async def _feed_backlog(
-    bus: Bus, settings: Settings
+    bus: Bus | None, url: str, queues: list[str]
 ) -> AsyncIterator[Callable[[], Awaitable[int]]]:
-    """A probe of the feed messages not yet settled (one broker connection for the demo)."""
+    """A probe of the feed messages not yet settled: ready in ``queues`` at the broker
+    (one connection for the demo), or in the in-process bus."""
     if isinstance(bus, MemoryBus):
 
         async def in_process() -> int:
@@ -626,12 +826,15 @@ async def _feed_backlog(
 
         yield in_process
         return
-    async with await aio_pika.connect(settings.amqp_url) as connection:
+    async with await aio_pika.connect(url) as connection:
         channel = await connection.channel()
 
         async def on_broker() -> int:
-            queue = await channel.declare_queue(FEED_QUEUE, passive=True)
-            return int(queue.declaration_result.message_count or 0)
+            ready = 0
+            for name in queues:
+                queue = await channel.declare_queue(name, passive=True)
+                ready += int(queue.declaration_result.message_count or 0)
+            return ready
 
         yield on_broker
 

@@ -45,6 +45,18 @@ def test_an_open_round_is_reported_and_fails_only_without_an_injected_fault() ->
     assert "rounds dealt 2, closed 1, open 1" in lost.report()
 
 
+def test_a_round_closed_twice_or_unbalanced_fails_and_is_listed() -> None:
+    once = Audit({A: set(), B: set()}, {A: eur(10), B: eur(0)}, {A: eur(10)}, Counter([A, B]))
+    assert once.ok and "closed once each: 2 of 2; postings balanced in 2" in once.report()
+    twice = Audit({A: set()}, {A: eur(10)}, {A: eur(10)}, Counter([A, A]))
+    assert not twice.ok and twice.twice() == [A]
+    assert "  CLOSED 2 TIMES T1 R1" in twice.report()
+    assert "1 closed more than once" in twice.report()[-1]
+    unbalanced = Audit({A: set()}, {A: eur(10)}, {A: eur(10)}, Counter([A]), frozenset([A]))
+    assert not unbalanced.ok
+    assert "  POSTINGS UNBALANCED T1 R1" in unbalanced.report()
+
+
 def test_dealt_rounds_come_from_the_feed_with_their_faults() -> None:
     config = StudioConfig(every_paytable(players=3), rounds=40, seed=3, faults=Faults(void=0.5))
     messages = list(simulate(config))

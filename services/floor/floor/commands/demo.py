@@ -7,6 +7,8 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from croupier.cli.console import bounded_int
+from croupier.errors import CommandError
 from floor.commands import studio_options
 from floor.steady import SteadyOutput
 from studio.wallet import WalletFaults
@@ -43,6 +45,20 @@ def register(subparsers: Any) -> None:
         help="make the wallet misbehave: drop_credit, double_credit, change_amount, "
         "wrong_currency, unknown_credit, debit_rejected, drop_debit",
     )
+    parser.add_argument(
+        "--instances",
+        type=bounded_int(1, MAX_INSTANCES),
+        default=1,
+        metavar="N",
+        help="N above 1: N partitioned `croupier serve` processes share the partitions of "
+        "one PostgreSQL ledger, fed through RabbitMQ (needs both; see docs/operations.md)",
+    )
+    parser.add_argument(
+        "--kill-one",
+        action="store_true",
+        help="with --instances: kill the instance holding the most partitions halfway, to "
+        "show the others taking them over",
+    )
     parser.set_defaults(run=run)
 
 
@@ -53,8 +69,20 @@ def _faults(text: str) -> WalletFaults:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
+#: Processes ``--instances`` may start on one machine.
+MAX_INSTANCES = 16
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the demo."""
+    if args.instances > 1 and args.embedded:
+        raise CommandError(
+            "--instances runs `croupier serve` processes on RabbitMQ and PostgreSQL; "
+            "--embedded plays in-process",
+            "choose one",
+        )
+    if args.kill_one and args.instances < 2:
+        raise CommandError("--kill-one needs --instances 2 or more")
     with SteadyOutput() as say:
         say("croupier demo: starting the service, a studio and a wallet")
         from floor.demo import run_demo  # after the first line: loading takes a moment
@@ -69,5 +97,7 @@ def run(args: argparse.Namespace) -> int:
                     wallet_log=args.wallet_log,
                     wallet_faults=args.wallet_faults,
                     rest=say.rest,
+                    instances=args.instances,
+                    kill_one=args.kill_one,
                 )
             )
