@@ -20,8 +20,9 @@ Guarantees:
   :data:`STOP_SECONDS` to exit 0 (otherwise it is killed and the run fails); each releases
   its leases on the way out, and the run fails if any is still held by one of them.
 - With ``kill_one``, :meth:`Fleet.kill_one` SIGKILLs the instance holding the most
-  partitions: its leases run out within the term and the others take them, and the run
-  waits for that (:meth:`Fleet.handed_over`) before it ends.
+  partitions (on a tie, the one that settled the most): its leases run out within the
+  term and the others take them, and the run waits for that (:meth:`Fleet.handed_over`)
+  before it ends.
 """
 
 from __future__ import annotations
@@ -186,9 +187,10 @@ class Fleet:
         return "  instances: " + " | ".join(parts)
 
     async def kill_one(self, ledger: Ledger) -> Instance:
-        """SIGKILL the live instance holding the most partitions."""
+        """SIGKILL the live instance holding the most partitions (of those, the one that
+        settled the most)."""
         held, _ = await self.holdings(ledger)
-        victim = max(self.live(), key=lambda i: held[i.name])
+        victim = max(self.live(), key=lambda i: (held[i.name], i.settled))
         victim.process.send_signal(signal.SIGKILL)
         await asyncio.to_thread(victim.process.wait)
         victim.killed = True
