@@ -51,6 +51,7 @@ from aio_pika.abc import AbstractIncomingMessage
 from aiormq.abc import DeliveredMessage
 
 from bench.replay import ADMIN_URL, load_line, postgres_available, scratch_database
+from contract.consuming import consume_inline
 from croupier.bus import FEED_QUEUE, SETTLEMENTS_EXCHANGE, Inbox
 from croupier.bus.amqp import AmqpBus, declare_topology
 from croupier.ledger import open_ledger
@@ -251,7 +252,7 @@ class Wallet:
     def _other(self) -> bytes:
         return f'"table_id":"{self.other_table}"'.encode()
 
-    async def receive(self, message: DeliveredMessage) -> None:
+    def receive(self, message: DeliveredMessage) -> None:
         if self.other_table and self._other in message.body:
             self.other_arrived = self.other_arrived or time.monotonic()
             return
@@ -267,9 +268,10 @@ class Wallet:
 async def wallet_queue(url: str, wallet: Wallet) -> AsyncIterator[aio_pika.abc.AbstractChannel]:
     """A queue bound to every settlement result, consumed by ``wallet``; the channel.
 
-    Consumed on aiormq's channel, as the service consumes its feed: the wallet shares the
-    machine's two cores with the service and the broker, and aio-pika's message object and
-    task per delivery cost it as much CPU as the service spends on the results."""
+    Consumed on aiormq's channel, as the service consumes its feed (``consume_inline``): the
+    wallet shares the machine's two cores with the service and the broker, and aio-pika's
+    message object and task per delivery cost it as much CPU as the service spends on the
+    results."""
     connection = await aio_pika.connect(url)
     async with connection:
         channel = await connection.channel()
@@ -277,7 +279,7 @@ async def wallet_queue(url: str, wallet: Wallet) -> AsyncIterator[aio_pika.abc.A
         queue = await channel.declare_queue(exclusive=True)
         await queue.bind(settlements, "#")
         underlay = cast(aiormq.Channel, await channel.get_underlay_channel())
-        await underlay.basic_consume(queue.name, wallet.receive, no_ack=True)
+        await consume_inline(underlay, queue.name, wallet.receive, no_ack=True)
         yield channel
 
 

@@ -1,6 +1,6 @@
-"""The aiormq channel internals the one publish path (``contract.publishing``) relies on are
-still there, with the types it uses them as: an aiormq upgrade that moves them fails here,
-not in production."""
+"""The aiormq channel internals the publish path (``contract.publishing``) and the inline
+consumer (``contract.consuming``) rely on are still there, with the types they use them as:
+an aiormq upgrade that moves them fails here, not in production."""
 
 from __future__ import annotations
 
@@ -11,7 +11,10 @@ from typing import cast
 import aio_pika
 import aiormq
 import pytest
+from aiormq.abc import DeliveredMessage
 
+from contract import consuming
+from contract.consuming import consume_inline
 from contract.publishing import CHANNEL_INTERNALS, Publication, publish_confirmed
 
 pytestmark = pytest.mark.integration
@@ -22,7 +25,8 @@ async def test_a_confirming_channel_has_what_publish_confirmed_touches(amqp_vhos
     try:
         robust = await connection.channel(publisher_confirms=True)
         channel = cast(aiormq.Channel, await robust.get_underlay_channel())
-        missing = [name for name in CHANNEL_INTERNALS if not hasattr(channel, name)]
+        internals = (*CHANNEL_INTERNALS, *consuming.CHANNEL_INTERNALS)
+        missing = [name for name in internals if not hasattr(channel, name)]
         assert not missing, f"aiormq.Channel no longer has {missing}"
         assert hasattr(channel.lock, "__aenter__")  # held while tags are registered
         assert isinstance(channel.delivery_tag, int)
@@ -92,5 +96,41 @@ async def test_a_call_given_up_leaves_the_channel_usable(amqp_vhost: str) -> Non
         async with asyncio.timeout(10):
             while channel.confirmations:  # the given-up call's answers drain
                 await asyncio.sleep(0.01)
+    finally:
+        await connection.close()
+
+
+async def test_an_inline_consumer_takes_every_delivery_in_order(amqp_vhost: str) -> None:
+    """Deliveries reach the receiver in order; one it fails on is logged and the rest go
+    on; a consumer of the same channel aiormq serves itself is served as before."""
+    connection = await aio_pika.connect(amqp_vhost)
+    try:
+        robust = await connection.channel(publisher_confirms=True)
+        channel = cast(aiormq.Channel, await robust.get_underlay_channel())
+        suffix = uuid.uuid4().hex[:8]
+        inline = await robust.declare_queue(f"inline.{suffix}", exclusive=True)
+        served = await robust.declare_queue(f"served.{suffix}", exclusive=True)
+        got: list[bytes] = []
+        other: list[bytes] = []
+
+        def receive(message: DeliveredMessage) -> None:
+            if message.body == b"3":
+                raise ValueError("a receiver failing on one delivery")
+            got.append(message.body)
+
+        async def plain(message: DeliveredMessage) -> None:
+            other.append(message.body)
+
+        await consume_inline(channel, inline.name, receive, no_ack=True)
+        await channel.basic_consume(served.name, plain, no_ack=True)
+        bodies = [str(n).encode() for n in range(1_000)]
+        pages = [Publication("", inline.name, b, f"i{n}") for n, b in enumerate(bodies)]
+        pages += [Publication("", served.name, b"x", "s")]
+        assert not any(await publish_confirmed(channel, pages))
+        async with asyncio.timeout(10):
+            while len(got) < 999 or not other:
+                await asyncio.sleep(0.01)
+        assert got == [b for b in bodies if b != b"3"]
+        assert other == [b"x"]
     finally:
         await connection.close()

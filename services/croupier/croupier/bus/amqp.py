@@ -2,14 +2,15 @@
 
 aio-pika keeps the connection, the channels, their prefetch and the topology alive across
 reconnects. Feed deliveries and published results go through the channels' aiormq layer:
-each delivery per message costs a plain callback instead of aio-pika's message object and
-task, and a page of results goes out in one socket write (see :func:`publish_confirmed`)
-instead of one write and one task per message. Nothing is weakened on the way: every publish
-is confirmed by the broker, results are ``mandatory`` and a returned one is reported as
-:class:`~croupier.bus.Refused` (as is one nacked, too long to frame, or over the broker's
-``max_message_size``: ``MAX_MESSAGE_BYTES``), messages are persistent with a stable
-``message_id``. A feed delivery over the contract's maximum is cut as it arrives
-(:func:`~croupier.bus.delivered`), so what waits in the inbox is bounded by the prefetch.
+each delivery costs a plain call from the channel's reader (:func:`consume_inline`) instead
+of aio-pika's message object and a task, and a page of results goes out in one socket write
+(see :func:`publish_confirmed`) instead of one write and one task per message. Nothing is
+weakened on the way: every publish is confirmed by the broker, results are ``mandatory``
+and a returned one is reported as :class:`~croupier.bus.Refused` (as is one nacked, too
+long to frame, or over the broker's ``max_message_size``: ``MAX_MESSAGE_BYTES``), messages
+are persistent with a stable ``message_id``. A feed delivery over the contract's maximum
+is cut as it arrives (:func:`~croupier.bus.delivered`), so what waits in the inbox is
+bounded by the prefetch.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from aiormq.abc import DeliveredMessage
 from pamqp import commands as spec
 from pamqp.common import FieldTable
 
+from contract.consuming import consume_inline
 from contract.publishing import Publication, publish_confirmed
 from croupier.bus import (
     CODE_HEADER,
@@ -165,9 +167,7 @@ class AmqpBus(Bus):
             if not self._consuming or self._consumer is None:
                 return
             channel, old = self._consumer
-            ok = await channel.basic_consume(FEED_QUEUE, self._receive, no_ack=False)
-            assert ok.consumer_tag is not None
-            self._consumer = (channel, ok.consumer_tag)
+            self._consumer = (channel, await consume_inline(channel, FEED_QUEUE, self._receive))
             await channel.basic_cancel(old)
 
     async def stop_consuming(self) -> None:
@@ -191,9 +191,7 @@ class AmqpBus(Bus):
             channel = cast(aiormq.Channel, await self._consume_channel.get_underlay_channel())
             if self._consumer is not None and self._consumer[0] is channel:
                 return
-            ok = await channel.basic_consume(FEED_QUEUE, self._receive, no_ack=False)
-            assert ok.consumer_tag is not None
-            self._consumer = (channel, ok.consumer_tag)
+            self._consumer = (channel, await consume_inline(channel, FEED_QUEUE, self._receive))
 
     def _on_reopen(self, *_: object) -> None:
         """aio-pika reopened the consuming channel: consume again (in a task, with retries)."""
@@ -210,7 +208,7 @@ class AmqpBus(Bus):
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
 
-    async def _receive(self, message: DeliveredMessage) -> None:
+    def _receive(self, message: DeliveredMessage) -> None:
         self._inbox.put(_delivery(message))  # an over-size body is cut here, as it arrives
 
     async def _receive_parked(self, message: aio_pika.abc.AbstractIncomingMessage) -> None:

@@ -48,6 +48,7 @@ import aiormq
 import structlog
 from aio_pika.abc import AbstractIncomingMessage, AbstractRobustChannel
 
+from contract.consuming import consume_inline
 from contract.feed import TABLE_ID_PATTERN
 from croupier.bus import DEAD_LETTER_RECORD_QUEUE, BusError, Delivery
 from croupier.bus.amqp import AmqpBus, declare_topology
@@ -150,9 +151,8 @@ class RoutedAmqpBus(AmqpBus):
         await channel.set_qos(prefetch_count=self.partition_prefetch)
         underlay = cast(aiormq.Channel, await channel.get_underlay_channel())
         queue = partition_queue(partition, self.count)
-        ok = await underlay.basic_consume(queue, self._receive, no_ack=False)
-        assert ok.consumer_tag is not None
-        self._partitions[partition] = (channel, underlay, ok.consumer_tag)
+        tag = await consume_inline(underlay, queue, self._receive)
+        self._partitions[partition] = (channel, underlay, tag)
         channel.reopen_callbacks.add(lambda *_: self._reopened(partition))
         log.info("consuming partition", partition=partition, queue=queue)
 
@@ -172,10 +172,9 @@ class RoutedAmqpBus(AmqpBus):
                 if fresh is underlay and not underlay.is_closed:
                     return
                 queue = partition_queue(partition, self.count)
-                ok = await fresh.basic_consume(queue, self._receive, no_ack=False)
-                assert ok.consumer_tag is not None
+                tag = await consume_inline(fresh, queue, self._receive)
                 if partition in self._partitions:
-                    self._partitions[partition] = (channel, fresh, ok.consumer_tag)
+                    self._partitions[partition] = (channel, fresh, tag)
                 return
             except Exception as error:
                 log.warning("cannot consume the partition again yet", error=repr(error))
