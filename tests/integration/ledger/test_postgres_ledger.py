@@ -16,6 +16,7 @@ from ledger_suite import LedgerSuite, append, message, read_everything
 from contract.canonical import Encoded
 from croupier.ledger import Ledger, LedgerUnavailable, OutboxMessage, StreamAppend, open_ledger
 from croupier.ledger.postgres import APPEND_LOCK, PostgresLedger
+from croupier.projection.postgres import PostgresStore
 from croupier.settlement.facts import Fact
 
 if TYPE_CHECKING:
@@ -247,3 +248,26 @@ async def test_outbox_chunks_each_packed_or_as_arrays(
     assert [(m.message_id, m.routing_key, m.body) for m in pending] == [
         (f"m{i}", key, {"i": i}) for i, key in enumerate(routing)
     ]
+
+
+async def test_a_pooled_connection_comes_back_as_the_pool_lent_it(postgres_database: str) -> None:
+    """The pool takes connections back without asyncpg's reset round trip: the read
+    models' session resets what it changed, the session's own settings stay, and a
+    transaction left open is rolled back."""
+    ledger = PostgresLedger(postgres_database, max_size=1)
+    try:
+        pool = await ledger.pool()
+        before = await pool.fetchval("SHOW work_mem")
+        async with PostgresStore(ledger).session() as session:
+            await session.execute("CREATE TEMP TABLE scratch (n int)")
+        assert await pool.fetchval("SHOW work_mem") == before
+        assert await pool.fetchval("SELECT to_regclass('pg_temp.scratch')") is None
+        assert await pool.fetchval("SHOW jit") == "off"  # the pool's session settings stay
+        with pytest.raises(RuntimeError):
+            async with pool.acquire() as conn:
+                await conn.execute("BEGIN")
+                raise RuntimeError("a borrower failing inside a transaction")
+        async with pool.acquire() as conn:
+            assert not conn.is_in_transaction()
+    finally:
+        await ledger.close()

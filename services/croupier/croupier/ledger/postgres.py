@@ -35,6 +35,16 @@ compiled the query again at every execution, 12-30 ms of a statement that reads 
 1,000 rows in 10 ms, or none in 0.1 ms; a shared hand of 100,000 players paid it twice per
 page, 200 times. Nothing the ledger asks runs long enough for compiled expressions to pay.
 The URL's query can set it too (``?jit=on``).
+
+Why a connection goes back to the pool without a reset
+------------------------------------------------------
+asyncpg resets a connection it takes back (``RESET ALL``, ``UNLISTEN *``, ``CLOSE ALL``,
+unlocking advisory locks): one more round trip for every statement the ledger sends
+through the pool. A ledger session leaves nothing of that kind: its settings are ``SET
+LOCAL``, its advisory locks are transaction-level, it neither listens nor keeps cursors,
+and an open transaction is rolled back by asyncpg before any reset. The one borrower that
+changes its session, the read models' (``projection.postgres``), resets it itself before
+handing the connection back.
 """
 
 from __future__ import annotations
@@ -243,6 +253,10 @@ _END_SILENT_HOLDER: Final = (
 _UNLIMITED: Final = "SET LOCAL lock_timeout = 0; SET LOCAL statement_timeout = 0"
 
 
+async def _nothing_left_to_reset(_: asyncpg.Connection) -> None:
+    """A ledger session leaves nothing to reset (the module docstring)."""
+
+
 def session_settings(url: str) -> dict[str, str]:
     """The :data:`SESSION_SETTINGS` that ``url`` does not set itself."""
     named = parse_qs(urlsplit(url).query)
@@ -282,6 +296,7 @@ class PostgresLedger(Ledger):
                     max_size=self._max_size,
                     server_settings=session_settings(self.url),
                     command_timeout=COMMAND_TIMEOUT,
+                    reset=_nothing_left_to_reset,
                 )
         return self._pool
 

@@ -172,8 +172,8 @@ class PostgresStore(ReadModelStore):
     @asynccontextmanager
     async def session(self) -> AsyncIterator[Session]:
         async with (await self.ledger.pool()).acquire() as conn:
-            # Room for temporary tables and sorts before they spill to disk; reset when the
-            # connection goes back to the pool.
+            # Room for temporary tables and sorts before they spill to disk; reset below,
+            # before the connection goes back to the pool (which does not reset it).
             await conn.execute(f"SET temp_buffers = '{SESSION_MEMORY}'")
             await conn.execute(f"SET work_mem = '{SESSION_MEMORY}'")
             # A reconciliation's joins outlast the ledger pool's per-statement limit; they
@@ -184,7 +184,7 @@ class PostgresStore(ReadModelStore):
             try:
                 yield PostgresSession(conn)
             finally:
-                await conn.execute("DISCARD TEMP")
+                await conn.execute("DISCARD TEMP; RESET ALL")
 
 
 class PostgresSession(Session):
