@@ -8,27 +8,30 @@ How it is fast: each card has a 32-bit key, ``face_key << 9 | suit_key``. The fa
 chosen so the sum over seven cards identifies their multiset of ranks, and the suit keys so
 the low nine bits of the sum tell whether five or more cards share a suit, and which. One sum,
 one table look-up for the ranks, and only for flushes a second look-up on a 13-bit rank mask.
-The same sums vectorise over numpy arrays in :func:`evaluate_batch`.
+The same sums vectorise over numpy arrays in :func:`evaluate_batch`; numpy is imported only
+then, so settling a round (which evaluates hand by hand) never loads it.
 """
 
 from __future__ import annotations
 
 import hashlib
+import marshal
 import os
 import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
-from functools import total_ordering
+from functools import cached_property, total_ordering
 from itertools import combinations, combinations_with_replacement
 from pathlib import Path
-from typing import Any, Final
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, Any, Final
 
 from holdem.cards import RANK_NAMES, CardError, parse_cards
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 # Sums of up to seven face keys, each rank used at most four times, are all distinct
 # (checked when the tables are built). Index: rank - 2.
@@ -266,40 +269,37 @@ def _cache_file() -> Path:
     # Keyed on this module's source: any change to how hands are classified rebuilds.
     digest = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
     root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return root / "croupier" / f"holdem-ranks-{digest}.npz"
+    return root / "croupier" / f"holdem-ranks-{digest}.marshal"
 
 
-def _cached_rank_sums(strength_of: dict[_Class, int]) -> list[dict[int, int]]:
-    """Face-sum tables for 5, 6 and 7 cards: a few seconds to build, so kept on disk."""
+def _cached_tables(strength_of: dict[_Class, int]) -> tuple[list[int], list[dict[int, int]]]:
+    """The flush table and the face-sum tables for 5, 6 and 7 cards: a few seconds to
+    build, so kept on disk (plain integers, read back in milliseconds)."""
     path = _cache_file()
     try:
-        with np.load(path) as stored:
-            return [
-                dict(zip(stored[f"k{n}"].tolist(), stored[f"v{n}"].tolist(), strict=True))
-                if n >= 5
-                else {}
-                for n in range(8)
-            ]
-    except (OSError, KeyError, ValueError):
+        flush, ranks = marshal.loads(path.read_bytes())
+        if len(flush) == 1 << 15 and len(ranks) == 8:
+            return flush, ranks
+    except (OSError, EOFError, ValueError, TypeError):
         pass
-    tables = [_rank_sums(n, strength_of) if n >= 5 else {} for n in range(8)]
-    arrays = {
-        f"{kv}{n}": np.fromiter(getattr(tables[n], f)(), np.int64)
-        for n in (5, 6, 7)
-        for kv, f in (("k", "keys"), ("v", "values"))
-    }
+    flush = [0] * (1 << 15)
+    for mask in range(1 << 15):
+        if mask & 0b11 == 0 and mask.bit_count() >= 5:
+            flush[mask] = strength_of[_best_of_flush(mask)]
+    ranks = [_rank_sums(n, strength_of) if n >= 5 else {} for n in range(8)]
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".npz", delete=False) as handle:
-            np.savez(handle, **arrays)  # type: ignore[arg-type]  # stubs: kwargs vs allow_pickle
+        with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".tmp", delete=False) as handle:
+            handle.write(marshal.dumps((flush, ranks)))
         os.replace(handle.name, path)
     except OSError:
         pass  # a read-only home only costs the rebuild
-    return tables
+    return flush, ranks
 
 
 class _Tables:
-    """Look-up tables, built once per process (read from the on-disk cache when present)."""
+    """Look-up tables, built once per process (read from the on-disk cache when present);
+    their numpy forms, for :func:`evaluate_batch` and the compiled sweeps, on first use."""
 
     def __init__(self) -> None:
         classes = _all_classes()
@@ -310,19 +310,41 @@ class _Tables:
             no_hand,
             *(HandValue(i + 1, category, ranks) for i, (category, ranks) in enumerate(classes)),
         )
-        self.flush = [0] * (1 << 15)
-        for mask in range(1 << 15):
-            if mask & 0b11 == 0 and mask.bit_count() >= 5:
-                self.flush[mask] = strength_of[_best_of_flush(mask)]
         self.suits = [_suit_flush_table(n) if n >= 5 else [] for n in range(8)]
-        self.ranks = _cached_rank_sums(strength_of)
+        self.flush, self.ranks = _cached_tables(strength_of)
+
+    @cached_property
+    def rank7(self) -> npt.NDArray[np.uint16]:
+        import numpy as np
+
         seven = self.ranks[7]
-        self.rank7 = np.zeros(max(seven) + 1, dtype=np.uint16)
-        self.rank7[np.fromiter(seven.keys(), np.int64)] = np.fromiter(seven.values(), np.uint16)
-        self.np_card_keys = np.array(_CARD_KEYS, dtype=np.uint32)
-        self.np_suit7 = np.array(self.suits[7], dtype=np.int8)
-        self.np_flush = np.array(self.flush, dtype=np.uint16)
-        self.np_rank_bits = np.array(_CARD_RANK_BITS, dtype=np.uint16)
+        table = np.zeros(max(seven) + 1, dtype=np.uint16)
+        table[np.fromiter(seven.keys(), np.int64)] = np.fromiter(seven.values(), np.uint16)
+        return table
+
+    @cached_property
+    def np_card_keys(self) -> npt.NDArray[np.uint32]:
+        import numpy as np
+
+        return np.array(_CARD_KEYS, dtype=np.uint32)
+
+    @cached_property
+    def np_suit7(self) -> npt.NDArray[np.int8]:
+        import numpy as np
+
+        return np.array(self.suits[7], dtype=np.int8)
+
+    @cached_property
+    def np_flush(self) -> npt.NDArray[np.uint16]:
+        import numpy as np
+
+        return np.array(self.flush, dtype=np.uint16)
+
+    @cached_property
+    def np_rank_bits(self) -> npt.NDArray[np.uint16]:
+        import numpy as np
+
+        return np.array(_CARD_RANK_BITS, dtype=np.uint16)
 
 
 _T: Final = _Tables()
@@ -420,6 +442,8 @@ def evaluate_batch(ids: npt.ArrayLike) -> npt.NDArray[np.uint16]:
     A larger integer is a stronger hand, in exactly the order of :func:`evaluate`.
     Rows must hold seven distinct card ids (0-51); this is not checked per row.
     """
+    import numpy as np
+
     hands = np.asarray(ids)
     if hands.ndim != 2 or hands.shape[1] != 7:
         raise ValueError(f"evaluate_batch takes an (n, 7) array of card ids, got {hands.shape}")
@@ -436,6 +460,8 @@ def evaluate_batch(ids: npt.ArrayLike) -> npt.NDArray[np.uint16]:
 
 
 def _evaluate_block(block: npt.NDArray[np.uint8], out: npt.NDArray[np.uint16]) -> None:
+    import numpy as np
+
     keys = _T.np_card_keys[block.T]
     total = keys[0] + keys[1]
     for column in keys[2:]:
