@@ -275,7 +275,6 @@ class FeedConsumer:
                 report = BatchReport(handled=[handled])
             merged.handled += report.handled
             merged.closed += report.closed
-            merged.results += report.results
             merged.written += report.written
         return merged
 

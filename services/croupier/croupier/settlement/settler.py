@@ -91,11 +91,20 @@ class BatchReport:
 
     handled: list[Handled] = field(default_factory=list)
     closed: list[RecordedEvent] = field(default_factory=list)
-    results: list[ResultBody] = field(default_factory=list)
     #: Each closing fact recorded, with the wallet results it put in the outbox.
     written: list[tuple[RecordedEvent, list[OutboxMessage]]] = field(default_factory=list)
     #: The closing facts of rounds the batch read back from the ledger already closed.
     found_closed: list[RecordedEvent] = field(default_factory=list)
+
+    @property
+    def results(self) -> list[ResultBody]:
+        """The wallet results recorded, each with its ``ledger_position`` (built when
+        asked: the live service publishes the outbox rows instead)."""
+        return [
+            {**m.body, "ledger_position": fact.position}
+            for fact, messages in self.written
+            for m in messages
+        ]
 
 
 class Settler:
@@ -428,11 +437,6 @@ class Settler:
         closed = [r for r in recorded if r.type in (SETTLED, VOIDED)]
         work.report.closed = closed
         work.report.written = [(r, work.results[r.key]) for r in closed]
-        work.report.results = [
-            {**m.body, "ledger_position": r.position}
-            for r, messages in work.report.written
-            for m in messages
-        ]
 
 
 @dataclass
