@@ -650,6 +650,8 @@ def real_path_rates(echo: Callable[[str], None] = print) -> None:
 # --- the day: recomputing 190,000 rounds through the real path ----------------------------
 
 DAY_ROUNDS: Final = int(os.environ.get("BENCH_DAY_ROUNDS", "190000"))
+#: Seconds within which ``croupier integrity`` should answer for a day on a fresh machine.
+DAY_TARGET: Final = 60.0
 #: 100 tables: shared hands and boxes, both games, every pay table.
 DAY_TABLES: Final = (
     "classic*20:shared=20",
@@ -660,7 +662,7 @@ DAY_TABLES: Final = (
 )
 
 
-def day_facts(rounds: int = DAY_ROUNDS, seed: int = 3) -> tuple[list[bytes], float]:
+def day_facts(rounds: int = DAY_ROUNDS, seed: int = 3) -> tuple[list[str], float]:
     """A day of settled facts (as the ledger stores them: JSON) from the studio's tables.
 
     Each round is drafted by the studio (bets, cards, decisions with the simple strategy)
@@ -713,7 +715,7 @@ def day_facts(rounds: int = DAY_ROUNDS, seed: int = 3) -> tuple[list[bytes], flo
                     for r in settled.results
                 ],
             }
-            out.append(json.dumps(fact).encode())
+            out.append(json.dumps(fact))
     return out, settling
 
 
@@ -771,10 +773,10 @@ def run_day(echo: Callable[[str], None] = print) -> None:
 
 def day_here(echo: Callable[[str], None] = print) -> None:
     """Time recomputing a day's integrity figures from its settled facts, in this process
-    and on its table cache (empty, in :func:`run_day`): decoding and grouping the facts,
-    building or loading the tables, the terms; wall and CPU seconds of each."""
-    import json
-
+    and on its table cache (empty, in :func:`run_day`): decoding (as the ledger decodes a
+    stored fact) and grouping the facts, building or loading the tables, the terms; wall
+    and CPU seconds of each."""
+    from contract.canonical import read_json
     from croupier.cli.commands.integrity import prepare_tables
     from croupier.reports.integrity import prepare_settled
 
@@ -794,7 +796,7 @@ def day_here(echo: Callable[[str], None] = print) -> None:
     rounds = []
     for page in range(0, len(facts), 2_000):  # as croupier integrity reads the ledger
         rounds += [
-            p for body in facts[page : page + 2_000] for p in prepare_settled(json.loads(body))
+            p for body in facts[page : page + 2_000] for p in prepare_settled(read_json(body))
         ]
         gc.freeze()
     marks.append((time.perf_counter(), time.process_time()))
@@ -820,8 +822,14 @@ def day_here(echo: Callable[[str], None] = print) -> None:
         f"decode and group {read_w:.1f} s wall / {read_c:.1f} s CPU, "
         f"{'building' if building else 'loading'} the tables {build_w:.1f} / {build_c:.1f}, "
         f"terms {terms_w:.1f} / {terms_c:.1f}; without the tables "
-        f"{read_w + terms_w:.1f} s wall, {read_c + terms_c:.1f} s CPU; target: under a minute "
-        f"on a fresh machine; {cpu / max(settling, 1e-9):.1f}x the anchor"
+        f"{read_w + terms_w:.1f} s wall, {read_c + terms_c:.1f} s CPU"
+    )
+    where = "on a fresh machine" if building else "with the tables stored"
+    echo(
+        f"day: {where} {cpu:.0f} s CPU ({wall:.0f} s wall) against the target of "
+        f"{DAY_TARGET:.0f} s on a fresh machine: {cpu / DAY_TARGET:.1f}x the target; anchor: the "
+        f"rules core settled the same rounds in {settling:.0f} s CPU, "
+        f"{cpu / max(settling, 1e-9):.1f}x the anchor"
     )
     for kind, (count, spent) in sorted(kinds.items()):
         each = spent / count * 1e3
