@@ -30,9 +30,9 @@ import numpy as np
 import numpy.typing as npt
 
 from holdem import evaluator
-from holdem.odds.combos import pair_index, quads
+from holdem.odds.combos import quads
 from holdem.odds.situation import category_of_strength, qualifying_strength
-from holdem.odds.sweep import _jit, flop_strengths
+from holdem.odds.sweep import _jit, card_keys, flop_strengths
 
 I64 = npt.NDArray[np.int64]
 
@@ -82,18 +82,25 @@ def ch_call_moments(
         np.asarray(holes, dtype=np.int64).reshape(len(holes), 2),
         np.asarray(flop, dtype=np.int64),
         unseen,
-        t.np_card_keys.astype(np.int64),
+        card_keys(),
         t.np_suit7,
         t.rank7,
         t.np_flush,
         t.np_rank_bits,
         qualifying_strength(),
-        np.asarray(multipliers, dtype=np.int64)[category_of_strength()],
-        pair_index(len(unseen)).astype(np.int16),
+        _pays(tuple(multipliers)),
         first,
         products,
     )
     return first, products
+
+
+@cache
+def _pays(multipliers: tuple[int, ...]) -> I64:
+    """An ante table's pay multiplier of each strength."""
+    out: I64 = np.asarray(multipliers, dtype=np.int64)[category_of_strength()]
+    out.setflags(write=False)
+    return out
 
 
 @cache
@@ -123,7 +130,6 @@ def _moments(
     rank_bits: Any,
     qualifying: int,
     pays: Any,
-    rows: Any,
     first: Any,
     products: Any,
 ) -> None:  # pragma: no cover - compiled

@@ -166,12 +166,20 @@ def flop_strengths(flop: Sequence[int], unseen: npt.ArrayLike | None = None) -> 
     out: U16 = _compiled()[0](
         np.asarray(flop, dtype=np.int64),
         np.asarray(unseen, dtype=np.int64),
-        t.np_card_keys.astype(np.int64),
+        card_keys(),
         t.np_suit7,
         t.rank7,
         t.np_flush,
         t.np_rank_bits,
     )
+    return out
+
+
+@cache
+def card_keys() -> I64:
+    """The evaluator's key of each card, as the compiled code adds them."""
+    out: I64 = evaluator._T.np_card_keys.astype(np.int64)
+    out.setflags(write=False)
     return out
 
 
