@@ -11,7 +11,7 @@ Numerators are exact integers over the completions counted: Casino Hold'em over
 :data:`~holdem.odds.situation.THP_TURN_COMPLETIONS`, its flop over 47 times that.
 
 Stored tables. Every canonical flop's values under one ante table, built once (one pass
-over the 1,755 flops, both games from one sweep of each, under a minute of CPU:
+over the 1,755 flops, both games from one sweep of each, about a minute of CPU:
 :func:`build`, ``make integrity-tables``) and kept in :func:`cache_dir`
 (``$XDG_CACHE_HOME/croupier`` or ``~/.cache/croupier``), in files keyed on the ante table
 and on the source of the code that counts the outcomes, so a change to that code is a new
@@ -458,7 +458,7 @@ def build(
 ) -> None:
     """Build and store the tables of these ante tables, every canonical flop once.
 
-    About 25 ms of CPU a flop for both games together (under a minute for all 1,755, spread
+    About 22 ms of CPU a flop for both games together (about a minute for all 1,755, spread
     over the cores); call it through :func:`prepare`, which keeps other processes from
     building the same at once.
     """
