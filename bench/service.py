@@ -596,7 +596,7 @@ async def _run() -> None:
         )
         rows.append(
             (
-                "  settled; all confirmed by the broker",
+                "  settled; confirmed by the broker",
                 f"{_seconds(timed.settled)}; {_seconds(timed.confirmed)}",
                 "",
                 "context: the ledger's clock (the fact's commit, the last publish mark)",
