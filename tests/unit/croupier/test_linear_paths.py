@@ -235,11 +235,11 @@ async def test_what_this_process_settled_is_relayed_without_deriving_it_again(
         outbox = OutboxRelay(ledger, bus, Metrics(), batch=PAGE)
         settling = Settler(ledger, dead_letters=True)
         lines = shared_hand(PLAYERS)
+        assert await outbox.hold()
         for start in range(0, len(lines), 1000):
             page = lines[start : start + 1000]
             inbound = [Inbound(b, n, "t.feed", f"m{start + n}") for n, b in enumerate(page)]
             outbox.committed((await settling.handle(inbound)).written)
-        assert await outbox.hold()
         with counting(monkeypatch) as relayed:
             await outbox.drain(timeout=120)
         assert len(got) == PLAYERS

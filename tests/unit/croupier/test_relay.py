@@ -328,8 +328,21 @@ async def test_results_handed_over_stand_only_for_the_fact_the_chain_holds(
     got: list[Any] = []
     bus.subscribe("#", got.append)
     relay = OutboxRelay(ledger, bus, Metrics())
-    relay.committed([(fact._replace(hash="0" * 64), inflated)])
     assert await relay.hold()
+    relay.committed([(fact._replace(hash="0" * 64), inflated)])
     await relay.drain()
     assert [m.body for m in got] == [{**m.body, "ledger_position": fact.position} for m in messages]
     assert counter(relay.metrics, "croupier_results_refused_total") == 0
+
+
+async def test_a_relay_standing_by_keeps_nothing_handed_over(ledger: Ledger) -> None:
+    """Results handed over while another instance holds the lease are not kept: the
+    holder publishes them, and this process's memory does not grow with them."""
+    report = await Settler(ledger).handle(deliveries(a_round("standby")))
+    holder = OutboxRelay(ledger, MemoryBus(), Metrics(), holder="the-holder")
+    standby = OutboxRelay(ledger, MemoryBus(), Metrics(), holder="standing-by")
+    assert await holder.hold() and not await standby.hold()
+    standby.committed(report.written)
+    holder.committed(report.written)
+    assert standby.derivations._learned == {}
+    assert set(holder.derivations._learned) == {fact.position for fact, _ in report.written}

@@ -142,9 +142,11 @@ class OutboxRelay:
 
     def committed(self, written: Iterable[tuple[RecordedEvent, Sequence[OutboxMessage]]]) -> None:
         """This process's settler committed these closing facts with these wallet results
-        in the outbox: keep them for relaying (nothing derived again), and publish now."""
-        for fact, messages in written:
-            self.derivations.learn(fact.position, fact.hash, messages)
+        in the outbox: keep them for relaying (nothing derived again), and publish now. A
+        relay standing by keeps nothing: the holder of the lease publishes them."""
+        if self.active:
+            for fact, messages in written:
+                self.derivations.learn(fact.position, fact.hash, messages)
         self.wake()
 
     def stop(self) -> None:
@@ -382,7 +384,9 @@ class Derivations:
     def learn(self, position: int, hash: str, messages: Sequence[OutboxMessage]) -> None:
         """The wallet results this process wrote for the fact at ``position`` with ``hash``:
         what ``outbox_rule`` derives from it, used once the chain vouches for that row
-        (the newest kept up to ``limit`` messages, for a relay that is standing by)."""
+        (taken when the relay lists them; the newest kept, up to ``limit`` in all)."""
+        if not messages:
+            return
         self._learned[position] = (hash, messages)
         self._learned_size += len(messages)
         while self._learned_size > self.limit and len(self._learned) > 1:
