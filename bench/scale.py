@@ -48,7 +48,6 @@ import asyncio
 import math
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -84,6 +83,7 @@ from croupier.ledger.partitions import partition_of
 from croupier.ledger.signing import PRIVATE_KEY_FILE, LedgerKey
 from croupier.settlement.results import message_id
 from croupier.settlement.round import SETTLED, VOIDED, stream_name
+from floor.fleet import free_port, serve_partitioned
 from studio.config import StudioConfig, TableSpec, parse_table_specs
 from studio.feed import FeedMessage, simulate
 from studio.publisher import declare_feed_exchange, publish_on
@@ -227,31 +227,10 @@ class Instance:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-20:])
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def start_instance(database_url: str, amqp_url: str, key: Path, log: Path) -> Instance:
     """``croupier serve`` in the partitioned mode, as the service role of ``database_url``."""
-    port = _free_port()
-    env = {
-        **os.environ,
-        "CROUPIER_DATABASE_URL": database_url,
-        "CROUPIER_AMQP_URL": amqp_url,
-        "CROUPIER_LEDGER_SIGNING_KEY": str(key),
-        "CROUPIER_HTTP_PORT": str(port),
-        "CROUPIER_PARTITIONED": "1",
-    }
-    with log.open("ab") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "croupier.cli", "serve"],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    return Instance(process, port, log)
+    port = free_port()
+    return Instance(serve_partitioned(database_url, amqp_url, key, port, log), port, log)
 
 
 @contextmanager

@@ -119,24 +119,10 @@ class Fleet:
         """Start every instance, together (they count each other before their first take)."""
         self.folder.mkdir(parents=True, exist_ok=True)
         for n in range(1, self.count + 1):
-            port = _free_port()
+            port = free_port()
             log = self.folder / f"demo-instance-{n}.log"
-            env = {
-                **os.environ,
-                "CROUPIER_PARTITIONED": "1",
-                "CROUPIER_DATABASE_URL": self.database_url,
-                "CROUPIER_AMQP_URL": self.broker,
-                "CROUPIER_HTTP_PORT": str(port),
-                "CROUPIER_LEDGER_SIGNING_KEY": str(self.key_file.absolute()),
-            }
-            with log.open("wb") as out:
-                process = subprocess.Popen(
-                    [sys.executable, "-m", "croupier.cli", "serve"],
-                    env=env,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                )
+            log.unlink(missing_ok=True)
+            process = serve_partitioned(self.database_url, self.broker, self.key_file, port, log)
             self.instances.append(Instance(f"i{n}", port, log, process))
 
     async def ready(self) -> None:
@@ -228,7 +214,31 @@ class Fleet:
                 instance.process.wait()
 
 
-def _free_port() -> int:
+def serve_partitioned(
+    database_url: str, broker: str, key_file: Path, port: int, log: Path
+) -> subprocess.Popen[bytes]:
+    """``croupier serve`` in the partitioned mode on ``database_url`` and ``broker``, signing
+    with ``key_file``, its probes on ``port``, its output appended to ``log``."""
+    env = {
+        **os.environ,
+        "CROUPIER_PARTITIONED": "1",
+        "CROUPIER_DATABASE_URL": database_url,
+        "CROUPIER_AMQP_URL": broker,
+        "CROUPIER_HTTP_PORT": str(port),
+        "CROUPIER_LEDGER_SIGNING_KEY": str(key_file.absolute()),
+    }
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "croupier.cli", "serve"],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
