@@ -15,7 +15,7 @@ from ledger_suite import LedgerSuite, append, message, read_everything
 
 from contract.canonical import Encoded
 from croupier.ledger import Ledger, LedgerUnavailable, OutboxMessage, StreamAppend, open_ledger
-from croupier.ledger.postgres import APPEND_LOCK, PostgresLedger
+from croupier.ledger.postgres import APPEND_LOCK, PostgresLedger, _packed
 from croupier.projection.postgres import PostgresStore
 from croupier.settlement.facts import Fact
 
@@ -248,6 +248,49 @@ async def test_outbox_chunks_each_packed_or_as_arrays(
     assert [(m.message_id, m.routing_key, m.body) for m in pending] == [
         (f"m{i}", key, {"i": i}) for i, key in enumerate(routing)
     ]
+
+
+async def test_a_value_past_the_pack_limit_goes_as_arrays_and_is_stored_exactly(
+    postgres_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A value longer than ``PACK_LIMIT`` (the settlement fact of a large round) sends its
+    statement's columns as arrays rather than packed: every value stored as given."""
+    monkeypatch.setattr("croupier.ledger.postgres.PACK_LIMIT", 64)
+    big = {"results": [{"player_id": f"p{n}", "stake": 100} for n in range(20)]}
+    kinds = ((1, "text"), (2, "int"))
+    assert _packed((["a" * 65, "b"], [1, 2]), kinds) is None
+    assert _packed((["a" * 64, "b"], [1, 2]), kinds) == ("a" * 64 + "\x1fb", "1\x1f2")
+    async with open_ledger(postgres_database) as ledger:
+        await ledger.migrate()
+        facts = [Fact("round.settled", big, "r1:settled"), Fact("t", {"small": 1}, "k")]
+        outbox = [OutboxMessage("m1", "croupier.settlements", "EUR.p1", big, "r1:settled")]
+        recorded = await ledger.append([StreamAppend("round:t:r1", 0, facts)], outbox)
+        [stored, _] = await ledger.read_stream("round:t:r1")
+        [pending] = await ledger.pending_outbox()
+        assert (await ledger.verify()).problems == ()
+    assert stored.data == big and stored.hash == recorded[0].hash
+    assert pending.body == big
+
+
+async def test_facts_are_compressed_with_lz4_where_the_server_has_it(
+    postgres_database: str,
+) -> None:
+    """Large facts are stored with lz4 (faster to write under the append lock and to read
+    back than pglz), on a server built with it; elsewhere with the server's default."""
+    async with open_ledger(postgres_database) as ledger:
+        await ledger.migrate()
+    database = await asyncpg.connect(postgres_database)
+    try:
+        methods = await database.fetchval(
+            "SELECT enumvals FROM pg_settings WHERE name = 'default_toast_compression'"
+        )
+        method = await database.fetchval(
+            "SELECT attcompression::text FROM pg_attribute "
+            "WHERE attrelid = 'events'::regclass AND attname = 'data'"
+        )
+    finally:
+        await database.close()
+    assert method == ("l" if "lz4" in methods else "")
 
 
 async def test_a_pooled_connection_comes_back_as_the_pool_lent_it(postgres_database: str) -> None:
