@@ -58,7 +58,7 @@ from croupier.ledger import open_ledger
 from croupier.ledger.signing import LedgerKey
 from croupier.logs import configure_logging
 from croupier.scheduling import answer_round_trips_promptly
-from croupier.settlement.round import SETTLED, stream_name
+from croupier.settlement.round import HELD, SETTLED, stream_name
 from croupier.settlement.service import Service
 from studio import StudioConfig, TableSpec, every_paytable, simulate
 from studio.message import FeedMessage
@@ -503,16 +503,20 @@ async def _settled_and_confirmed(db_url: str, stream: str) -> tuple[float, float
         await database.close()
 
 
-async def _settled_up_to(db_url: str, stream: str, version: int) -> None:
-    """Wait until the round's stream holds ``version`` facts (everything sent is decided)."""
+async def _settled_up_to(db_url: str, stream: str, decided: int) -> None:
+    """Wait until the round's stream holds ``decided`` facts besides ``feed.held`` ones
+    (everything sent is decided: an event that came before its turn is held first, then
+    decided, two facts)."""
     database = await asyncpg.connect(db_url)
     try:
         async with asyncio.timeout(TIMEOUT):
             while True:
-                current = await database.fetchval(
+                version = await database.fetchval(
                     "SELECT max(version) FROM events WHERE stream = $1", stream
                 )
-                if current == version:
+                if (version or 0) >= decided and decided == await database.fetchval(
+                    "SELECT count(*) FROM events WHERE stream = $1 AND type <> $2", stream, HELD
+                ):
                     return
                 await asyncio.sleep(0.05)
     finally:
