@@ -335,6 +335,37 @@ async def test_results_handed_over_stand_only_for_the_fact_the_chain_holds(
     assert counter(relay.metrics, "croupier_results_refused_total") == 0
 
 
+async def test_outbox_rows_are_held_to_the_fact_this_process_committed(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fact this process committed is vouched for by its commit, not read back; its
+    outbox rows are still held to it: a row whose body differs from what the fact says,
+    or which names another message, is refused; the others are published as written."""
+    table = TableSpec("committed", "casino-holdem/classic", players=5)
+    feed = [m.body for m in simulate(StudioConfig(tables=(table,), rounds=1, seed=3))]
+    report = await Settler(ledger).handle(deliveries(feed))
+    pending = await ledger.pending_outbox(1_000)
+    ((fact, _),) = report.written
+    assert len(pending) == 5
+    first = pending[0]
+    edited = replace(first, body={**first.body, "returned_total": 99_999_900}, text="")
+    unknown = replace(first, message_id="forged-1")
+    relay = OutboxRelay(ledger, MemoryBus(), Metrics())
+    assert await relay.hold()
+    relay.committed(report.written)
+
+    async def read_back(positions: Iterable[int]) -> None:
+        raise AssertionError(f"read back {positions}")
+
+    monkeypatch.setattr(ledger, "vouched", read_back)
+    vouched, refused = await derive(ledger, [edited, unknown, *pending[1:]], relay.derivations)
+    assert set(refused) == {first.message_id, "forged-1"}
+    assert "differs from what the round.settled" in refused[first.message_id]
+    assert "reports no such message" in refused["forged-1"]
+    assert set(vouched) == {m.message_id for m in pending[1:]}
+    assert all(m.position == fact.position for m in pending)
+
+
 async def test_a_relay_standing_by_keeps_nothing_handed_over(ledger: Ledger) -> None:
     """Results handed over while another instance holds the lease are not kept: the
     holder publishes them, and this process's memory does not grow with them."""

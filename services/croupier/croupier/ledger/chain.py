@@ -10,6 +10,7 @@ verification hashes the stored bytes and never depends on re-encoding.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -25,12 +26,17 @@ GENESIS_HASH = "0" * 64
 
 ProblemKind = Literal["changed", "removed", "inserted", "unsigned", "forged", "missing"]
 KINDS: tuple[ProblemKind, ...] = ("changed", "removed", "inserted", "unsigned", "forged", "missing")
+#: Timestamps whose text ``format_timestamp`` keeps.
+TIMESTAMPS_KEPT = 4096
 #: Positions listed one by one for a run of removed or unsigned rows; the rest as one range.
 LISTED_RUN = 1000
 
 
+@functools.lru_cache(maxsize=TIMESTAMPS_KEPT)
 def format_timestamp(moment: datetime) -> str:
-    """The chain's timestamp text (UTC, microseconds, ``Z``)."""
+    """The chain's timestamp text (UTC, microseconds, ``Z``). Kept for the moments met
+    last: the rows of one append share theirs, and the relay's vouching and ``verify``
+    read rows by the thousand (formatting was a sixth of the relay's vouching)."""
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 

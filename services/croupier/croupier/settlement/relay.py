@@ -46,13 +46,16 @@ Guarantees:
 - Linear in the round: a fact is read, hashed and vouched for once, and the messages it
   calls for derived once (``Derivations``), however many pages its messages span: a shared
   hand of N players costs the relay O(N), not O(N) per message or per page. A large fact
-  is derived in a worker thread. A fact this process's settler has just recorded is not
-  derived at all: the settler hands over the messages it wrote for it (``committed``),
-  which are ``outbox_rule`` of the fact as stored (the same function on the same data;
-  ``verify`` holds every outbox row to it). They are used only for the row the chain
-  vouches for at that position with that hash; they never stand in for the vouching.
-  Guarded by tests/unit/croupier/test_linear_paths.py (work counted) and
-  ``python -m bench service`` (10,000 and 100,000 players, timed).
+  is derived in a worker thread. A fact this process's settler has just recorded is
+  neither read back nor derived: the settler hands over the fact and the messages it wrote
+  for it (``committed``), which are ``outbox_rule`` of the fact as stored (the same
+  function on the same data; ``verify`` holds every outbox row to it). Its commit vouches
+  for it: the transaction that appended it, under this process's signed head, returned.
+  Its outbox rows are held to it as to any fact: each must name it by the hash committed
+  and be exactly a message it calls for; a page naming it by another hash goes to the
+  chain instead. Guarded by tests/unit/croupier/test_linear_paths.py (work counted),
+  tests/unit/croupier/test_relay.py and ``python -m bench service`` (10,000 and 100,000
+  players, timed).
 """
 
 from __future__ import annotations
@@ -74,7 +77,8 @@ from croupier.bus import DEAD_LETTER_EXCHANGE, UNROUTABLE, Outgoing, Refused, Se
 from croupier.config import LEASE_LIMIT
 from croupier.ledger import Ledger, OutboxMessage, PendingMessage, RecordedEvent
 from croupier.ledger.audit import Expected
-from croupier.ledger.chain import ChainRow
+from croupier.ledger.chain import ChainRow, format_timestamp
+from croupier.ledger.encoding import data_text
 from croupier.metrics import Metrics
 from croupier.settlement import deadletters
 from croupier.settlement.results import outbox_rule
@@ -146,7 +150,7 @@ class OutboxRelay:
         relay standing by keeps nothing: the holder of the lease publishes them."""
         if self.active:
             for fact, messages in written:
-                self.derivations.learn(fact.position, fact.hash, messages)
+                self.derivations.learn(fact, messages)
         self.wake()
 
     def stop(self) -> None:
@@ -377,27 +381,49 @@ class Derivations:
         self.limit = limit
         self._kept: OrderedDict[int, tuple[ChainRow, dict[str, Expected] | None]] = OrderedDict()
         self._size = 0
-        #: What the settler wrote for a fact, by position: (its hash, the messages).
-        self._learned: OrderedDict[int, tuple[str, Sequence[OutboxMessage]]] = OrderedDict()
+        #: What the settler committed, by position: the fact's row, the messages it wrote.
+        self._learned: OrderedDict[int, tuple[ChainRow, Sequence[OutboxMessage]]] = OrderedDict()
         self._learned_size = 0
 
-    def learn(self, position: int, hash: str, messages: Sequence[OutboxMessage]) -> None:
-        """The wallet results this process wrote for the fact at ``position`` with ``hash``:
-        what ``outbox_rule`` derives from it, used once the chain vouches for that row
-        (taken when the relay lists them; the newest kept, up to ``limit`` in all)."""
+    def learn(self, fact: RecordedEvent, messages: Sequence[OutboxMessage]) -> None:
+        """The wallet results this process wrote for ``fact`` in the transaction that
+        committed it: what ``outbox_rule`` derives from it (taken when the relay lists
+        them; the newest kept, up to ``limit`` in all)."""
         if not messages:
             return
-        self._learned[position] = (hash, messages)
+        row = ChainRow(
+            fact.position,
+            fact.stream,
+            fact.version,
+            fact.type,
+            data_text(fact.data),
+            fact.key,
+            format_timestamp(fact.recorded_at),
+            fact.prev_hash,
+            fact.hash,
+        )
+        self._learned[fact.position] = (row, messages)
         self._learned_size += len(messages)
         while self._learned_size > self.limit and len(self._learned) > 1:
             _, (_, dropped) = self._learned.popitem(last=False)
             self._learned_size -= len(dropped)
 
-    async def vouched(self, ledger: Ledger, positions: Sequence[int]) -> dict[int, ChainRow]:
-        """The facts at ``positions`` the chain vouches for (``Ledger.vouched``), by position."""
-        wanted = set(positions)
-        found = {p: self._kept[p][0] for p in wanted if p in self._kept}
-        missing = wanted - found.keys()
+    async def vouched(
+        self, ledger: Ledger, pending: Sequence[PendingMessage]
+    ) -> dict[int, ChainRow]:
+        """The facts the ``pending`` messages name, as the chain vouches for them
+        (``Ledger.vouched``), by position. A fact this process committed is vouched for by
+        its commit, when every message names it by the hash committed."""
+        named: dict[int, set[str]] = {}
+        for message in pending:
+            named.setdefault(message.position, set()).add(message.event_hash)
+        found = {p: self._kept[p][0] for p in named if p in self._kept}
+        for position, hashes in named.items():
+            learned = self._learned.get(position)
+            if position not in found and learned and hashes == {learned[0].hash}:
+                found[position] = learned[0]
+                self._keep(position, learned[0], None)
+        missing = named.keys() - found.keys()
         if missing:
             read = await ledger.vouched(missing)
             for position, row in read.items():
@@ -413,9 +439,9 @@ class Derivations:
         worker thread, so other tables' results keep flowing meanwhile)."""
         row, messages = self._kept.get(event.position, (None, None))
         if messages is None or row is None or row.hash != event.hash:
-            hash, written = self._learned.pop(event.position, ("", ()))
+            learned, written = self._learned.pop(event.position, (None, ()))
             self._learned_size -= len(written)
-            if hash == event.hash:
+            if learned is not None and learned.hash == event.hash:
                 derived = [_expected(m) for m in written]
             elif len(event.data) > DERIVE_INLINE:
                 derived = await asyncio.to_thread(outbox_rule, event.type, event.data)
@@ -446,7 +472,7 @@ async def derive(
     why each other one is refused (by id; logged). ``croupier redrive --results`` applies
     it too. Each fact is derived once (``derivations``: kept from earlier calls)."""
     derivations = derivations or Derivations()
-    events = await derivations.vouched(ledger, [m.position for m in pending])
+    events = await derivations.vouched(ledger, pending)
     expected: dict[int, dict[str, Expected]] = {}
     for message in pending:
         event = events.get(message.position)
