@@ -13,7 +13,7 @@ import aiormq
 import pytest
 from aiormq.abc import DeliveredMessage
 
-from contract import consuming
+from contract import consuming, frames
 from contract.consuming import consume_inline
 from contract.publishing import CHANNEL_INTERNALS, Publication, publish_confirmed
 
@@ -132,5 +132,49 @@ async def test_an_inline_consumer_takes_every_delivery_in_order(amqp_vhost: str)
                 await asyncio.sleep(0.01)
         assert got == [b for b in bodies if b != b"3"]
         assert other == [b"x"]
+    finally:
+        await connection.close()
+
+
+async def test_a_connection_made_after_install_reads_with_the_frame_reader(
+    amqp_vhost: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once installed, a new connection's frames go through ``contract.frames``: plain
+    deliveries and ones with headers arrive whole, with their properties, in order; a
+    large body spans frames; confirms answer as before."""
+    monkeypatch.setattr(aiormq.connection, "FrameReceiver", aiormq.connection.FrameReceiver)
+    frames.install()
+    reads = 0
+    read_frame = frames.read_frame
+
+    def counted(head: bytes, rest: bytes) -> frames.Frame:
+        nonlocal reads
+        reads += 1
+        return read_frame(head, rest)
+
+    monkeypatch.setattr(frames, "read_frame", counted)
+    connection = await aio_pika.connect(amqp_vhost)
+    try:
+        robust = await connection.channel(publisher_confirms=True)
+        channel = cast(aiormq.Channel, await robust.get_underlay_channel())
+        queue = await robust.declare_queue(f"frames.{uuid.uuid4().hex[:8]}", exclusive=True)
+        got: list[DeliveredMessage] = []
+        await consume_inline(channel, queue.name, got.append, no_ack=True)
+        big = b"x" * (channel.max_content_size * 2 + 5)
+        pages = [
+            Publication("", queue.name, b"plain", "m-plain"),
+            Publication("", queue.name, b"headed", "m-headed", {"x-croupier-code": "malformed"}),
+            Publication("", queue.name, big, "m-big"),
+        ]
+        assert await publish_confirmed(channel, pages) == [None, None, None]
+        async with asyncio.timeout(10):
+            while len(got) < 3:
+                await asyncio.sleep(0.01)
+        assert [m.body for m in got] == [b"plain", b"headed", big]
+        assert [m.header.properties.message_id for m in got] == ["m-plain", "m-headed", "m-big"]
+        assert got[1].header.properties.headers == {"x-croupier-code": "malformed"}
+        assert got[0].header.properties.content_type == "application/json"
+        assert got[0].header.properties.delivery_mode == 2
+        assert reads > 0
     finally:
         await connection.close()

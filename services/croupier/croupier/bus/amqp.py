@@ -2,8 +2,10 @@
 
 aio-pika keeps the connection, the channels, their prefetch and the topology alive across
 reconnects. Feed deliveries and published results go through the channels' aiormq layer:
-each delivery costs a plain call from the channel's reader (:func:`consume_inline`) instead
-of aio-pika's message object and a task, and a page of results goes out in one socket write
+frames are read and a plain delivery's decoded without aiormq's per-frame lock and pamqp's
+generic decoder (``contract.frames``, installed when a bus is made), each delivery costs a
+plain call from the channel's reader (:func:`consume_inline`) instead of aio-pika's
+message object and a task, and a page of results goes out in one socket write
 (see :func:`publish_confirmed`) instead of one write and one task per message. Nothing is
 weakened on the way: every publish is confirmed by the broker, results are ``mandatory``
 and a returned one is reported as :class:`~croupier.bus.Refused` (as is one nacked, too
@@ -32,6 +34,7 @@ from pamqp import commands as spec
 from pamqp.common import FieldTable
 
 from contract.consuming import consume_inline
+from contract.frames import install as install_frame_reader
 from contract.publishing import Publication, publish_confirmed
 from croupier.bus import (
     CODE_HEADER,
@@ -92,6 +95,7 @@ class AmqpBus(Bus):
     def __init__(
         self, url: str, *, prefetch: int = 2000, initial_prefetch: int = INITIAL_PREFETCH
     ) -> None:
+        install_frame_reader()
         self.url = url
         self.prefetch = prefetch
         self.initial_prefetch = min(initial_prefetch, prefetch)
