@@ -10,7 +10,8 @@ fast path cannot read, goes to pamqp as before, so what comes out is always what
 would give. Guarded by tests/unit/contract/test_frames.py and ``python -m bench service``.
 
 :func:`install` makes every aiormq connection opened afterwards in this process read this
-way (``croupier serve`` and the benches install it at start).
+way: every ``AmqpBus`` installs it when made, and ``bench service``'s wallet before it
+connects.
 """
 
 from __future__ import annotations
@@ -128,9 +129,9 @@ def _header(rest: bytes) -> ContentHeader | None:
         properties.message_id, at = _shortstr(rest, at)
     if at != len(rest) - 1:
         return None
-    header = ContentHeader(int.from_bytes(rest[2:4], "big"), int.from_bytes(rest[4:12], "big"))
+    weight, body_size = int.from_bytes(rest[2:4], "big"), int.from_bytes(rest[4:12], "big")
+    header = ContentHeader(weight, body_size, properties)
     header.class_id = class_id  # type: ignore[assignment]  # pamqp sets it so when reading
-    header.properties = properties
     return header
 
 
