@@ -433,13 +433,15 @@ class SharedRound:
     """Seconds from publishing a shared hand's ``round.completed`` to its last result,
     and to the result of another table's round published right after it; the service's
     CPU-seconds from that ``round.completed`` to the last result. From the ledger: seconds
-    to the settlement fact's commit and to the last of its results marked published (the
-    broker confirmed it), by the database's clock."""
+    to the settlement fact's ``recorded_at`` (stamped by the service under the append lock,
+    before the append's rows are written and committed) and to the last of its results
+    marked published (the broker confirmed it; the mark's transaction, by the database's
+    clock)."""
 
     seconds: float
     other_table: float
     cpu: float = math.inf
-    settled: float = math.inf
+    stamped: float = math.inf
     confirmed: float = math.inf
 
 
@@ -475,22 +477,22 @@ async def shared_round(workload: Workload) -> SharedRound:
             async with asyncio.timeout(TIMEOUT):
                 while not wallet.other_arrived:
                     await asyncio.sleep(0.05)
-        settled, confirmed = await _settled_and_confirmed(db_url, stream)
+        stamped, confirmed = await _stamped_and_confirmed(db_url, stream)
     return SharedRound(
         wallet.finished - started,
         wallet.other_arrived - other_started,
         cpu,
-        settled - wall,
+        stamped - wall,
         confirmed - wall,
     )
 
 
-async def _settled_and_confirmed(db_url: str, stream: str) -> tuple[float, float]:
-    """When (epoch seconds) the round's settlement fact was committed, and when the last of
-    its results was marked published."""
+async def _stamped_and_confirmed(db_url: str, stream: str) -> tuple[float, float]:
+    """When (epoch seconds) the round's settlement fact was stamped (before it was written),
+    and when the last of its results was marked published."""
     database = await asyncpg.connect(db_url)
     try:
-        position, settled = await database.fetchrow(
+        position, stamped = await database.fetchrow(
             "SELECT position, extract(epoch FROM recorded_at)::float8 FROM events "
             "WHERE stream = $1 AND type = $2",
             stream,
@@ -501,7 +503,7 @@ async def _settled_and_confirmed(db_url: str, stream: str) -> tuple[float, float
             "JOIN outbox o USING (message_id) WHERE o.position = $1",
             position,
         )
-        return float(settled), float(confirmed)
+        return float(stamped), float(confirmed)
     finally:
         await database.close()
 
@@ -603,10 +605,11 @@ async def _run() -> None:
         )
         rows.append(
             (
-                "  settled; confirmed by the broker",
-                f"{_seconds(timed.settled)}; {_seconds(timed.confirmed)}",
+                "  fact stamped; last confirmed",
+                f"{_seconds(timed.stamped)}; {_seconds(timed.confirmed)}",
                 "",
-                "context: the ledger's clock (the fact's commit, the last publish mark)",
+                "context: the fact's recorded_at, before its append is written; the last "
+                "publish mark",
             )
         )
         rows.append(
