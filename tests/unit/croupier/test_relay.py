@@ -294,6 +294,34 @@ async def test_pages_are_listed_and_marked_while_the_broker_confirms(
     assert overlapped["listings"] >= 4 and overlapped["marks"] >= 4
 
 
+async def test_a_page_the_broker_confirmed_is_marked_even_when_the_next_one_fails(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The mark of a confirmed page still being written when the next page fails is
+    finished, not cut short: the relay raises once it is in, and only the failed page is
+    left to publish again."""
+    table = TableSpec("slow-mark", "casino-holdem/classic", players=1_000)
+    feed = [m.body for m in simulate(StudioConfig(tables=(table,), rounds=1, seed=3))]
+    await Settler(ledger).handle(deliveries(feed))
+    marked: list[str] = []
+    mark = ledger.mark_published
+
+    async def slow_marking(message_ids: Iterable[str]) -> None:
+        await asyncio.sleep(0.05)  # longer than the failing page takes to fail
+        await mark(message_ids)
+        marked.extend(message_ids)
+
+    monkeypatch.setattr(ledger, "mark_published", slow_marking)
+    broker = SlowBroker(fail_page=2)
+    broker.subscribe("#", lambda message: None)
+    relay = OutboxRelay(ledger, broker, Metrics(), batch=500)
+    assert await relay.hold()
+    with pytest.raises(BusError):
+        await relay.relay_pending()
+    assert len(marked) == 500
+    assert len(await ledger.pending_outbox(10_000)) == 500
+
+
 async def test_a_result_goes_to_the_broker_as_the_bus_would_encode_it(ledger: Ledger) -> None:
     """The relay hands the bus each result's bytes, written from the stored canonical text
     with ``ledger_position`` spliced in: byte for byte what the bus's encoder gives."""

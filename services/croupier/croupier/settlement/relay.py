@@ -499,11 +499,16 @@ async def derive(
 
 
 async def _both(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:
-    """Both results, run concurrently; if one fails, the other is cancelled and the
-    failure raised (the first one, when both fail)."""
+    """Both results, run concurrently; the failure raised (the first one, when both fail).
+    If ``second`` fails, ``first`` is cancelled; if ``first`` fails, ``second`` still
+    finishes: the relay's ``second`` marks a page the broker has confirmed, and a mark cut
+    short may have committed all the same (a worker thread's write goes on), leaving the
+    relay's own count of what it marked behind the ledger's."""
     one, two = asyncio.ensure_future(first), asyncio.ensure_future(second)
     try:
         await asyncio.wait({one, two}, return_when=asyncio.FIRST_EXCEPTION)
+        if not (two.done() and two.exception() is not None):
+            await asyncio.wait({two})
     finally:
         for task in (one, two):
             if not task.done():
