@@ -16,12 +16,10 @@ import hashlib
 import json
 import uuid
 from collections.abc import AsyncIterator, Sequence
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import aio_pika
-import asyncpg
 import pytest
 from aio_pika.abc import AbstractIncomingMessage
 from croupier_feeds import RoundFeed, line
@@ -45,6 +43,8 @@ from croupier.bus import (
     SETTLEMENTS_EXCHANGE,
     SHA256_HEADER,
     SIZE_HEADER,
+    Outgoing,
+    Refused,
 )
 from croupier.cli import main
 from croupier.ledger import open_ledger
@@ -293,7 +293,7 @@ async def test_an_unroutable_result_is_set_aside_counted_once_and_blocks_nothing
 
 
 async def test_readiness_reflects_a_relay_that_cannot_publish(
-    service: Service, amqp_vhost: str, postgres_database: str
+    service: Service, amqp_vhost: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     connection = await aio_pika.connect(amqp_vhost, timeout=30)
     try:
@@ -307,36 +307,26 @@ async def test_readiness_reflects_a_relay_that_cannot_publish(
             return status == 503 and "relay: NOT READY" in body
 
         await eventually(not_ready, 60, "/readyz reports the relay")
-        # Hold the relay back (its lease taken) while the exchange and the wallet come back,
-        # so that the result is not published between the two, unroutable.
-        await _lease(postgres_database, "an operator", timedelta(hours=1))
+        # Hold the relay's next publish back while the exchange and the wallet's binding
+        # come back, so that the result is not published between the two, unroutable.
+        restored = asyncio.Event()
+        publish_now = service.relay.sink.publish
 
-        async def standing_by() -> bool:
-            return not service.relay.active
+        async def after_restore(messages: Sequence[Outgoing]) -> list[Refused]:
+            await restored.wait()
+            return await publish_now(messages)
 
-        await eventually(standing_by, 30, "the relay stands by")
+        monkeypatch.setattr(service.relay.sink, "publish", after_restore)
         await prepare_broker(amqp_vhost)
+        restored.set()
     finally:
         await connection.close()
-    await _lease(postgres_database, "an operator", timedelta(seconds=-1))  # expired: taken back
     await Wallet(amqp_vhost).wait_for([message_id("t-noexchange", "r1", "p1", "EUR")], 60)
 
     async def ready() -> bool:
         return (await http_get(service.http_port or 0, "/readyz"))[0] == 200
 
     await eventually(ready, 30, "/readyz is 200 again once the relay publishes")
-
-
-async def _lease(url: str, holder: str, expires_in: timedelta) -> None:
-    connection = await asyncpg.connect(url)
-    try:
-        await connection.execute(
-            "UPDATE relay_lease SET holder = $1, expires_at = now() + $2",
-            holder,
-            expires_in,
-        )
-    finally:
-        await connection.close()
 
 
 async def test_what_the_broker_dead_letters_is_recorded_and_redriven(

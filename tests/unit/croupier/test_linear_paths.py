@@ -24,7 +24,7 @@ import pytest
 from croupier.bus import DEAD_LETTER_EXCHANGE
 from croupier.bus.memory import MemoryBus
 from croupier.cli import main
-from croupier.ledger import Ledger, OutboxMessage, batch, chain, open_ledger
+from croupier.ledger import THROUGH_ALL, Ledger, OutboxMessage, batch, chain, open_ledger
 from croupier.ledger.signing import PRIVATE_KEY_FILE, LedgerKey
 from croupier.metrics import Metrics
 from croupier.settlement import results, settler
@@ -176,7 +176,7 @@ async def _set_aside_everything(url: str, key: LedgerKey, players: int) -> None:
     """Every result set aside by another process (a broker refused them all there), for
     ``redrive --results`` to publish."""
     async with open_ledger(url, key) as ledger:
-        rows = await ledger._outbox_after(0, 10 * players)
+        rows = await ledger._outbox_after(0, 10 * players, THROUGH_ALL)
         await ledger.set_aside({row.message_id: "unroutable: test" for row in rows})
 
 
@@ -225,8 +225,8 @@ async def test_what_this_process_settled_is_relayed_without_deriving_it_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The service hands the relay what its settler wrote (``OutboxRelay.committed``): the
-    relay builds no result body, and reads back and hashes nothing: the commit vouches
-    for the fact (tests/unit/croupier/test_relay.py holds the outbox rows to it)."""
+    relay publishes it as written, building no result body, reading back and hashing
+    nothing (tests/unit/croupier/test_relay.py: lease or not, exactly once)."""
     key = LedgerKey.generate()
     async with open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}", key) as ledger:
         await ledger.migrate()
@@ -240,7 +240,7 @@ async def test_what_this_process_settled_is_relayed_without_deriving_it_again(
         for start in range(0, len(lines), 1000):
             page = lines[start : start + 1000]
             inbound = [Inbound(b, n, "t.feed", f"m{start + n}") for n, b in enumerate(page)]
-            outbox.committed((await settling.handle(inbound)).written)
+            outbox.committed((await settling.handle(inbound)).outbox)
         with counting(monkeypatch) as relayed:
             await outbox.drain(timeout=120)
         assert len(got) == PLAYERS

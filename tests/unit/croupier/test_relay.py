@@ -12,16 +12,24 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
 from croupier_feeds import RoundFeed, line
 
-from contract.canonical import Encoded
-from croupier.bus import CODE_HEADER, REASON_HEADER, BusError, Outgoing, Refused
+from croupier.bus import (
+    CODE_HEADER,
+    DEAD_LETTER_EXCHANGE,
+    REASON_HEADER,
+    SETTLEMENTS_EXCHANGE,
+    BusError,
+    Outgoing,
+    Refused,
+)
 from croupier.bus.amqp import _publication
 from croupier.bus.memory import MemoryBus
 from croupier.ledger import Ledger, PendingMessage, open_ledger
@@ -29,7 +37,7 @@ from croupier.ledger.keyring import KeyEntry, Keyring
 from croupier.ledger.signing import LedgerKey
 from croupier.metrics import Metrics
 from croupier.settlement.deadletters import ORIGINAL_ROUTING_KEY
-from croupier.settlement.relay import OutboxRelay, derive
+from croupier.settlement.relay import Committed, OutboxRelay, derive
 from croupier.settlement.results import message_id
 from croupier.settlement.settler import Inbound, Settler
 from studio import StudioConfig, TableSpec, simulate
@@ -340,68 +348,133 @@ async def test_a_result_goes_to_the_broker_as_the_bus_would_encode_it(ledger: Le
     assert _publication(plain).body == compact(plain.body).encode()
 
 
-async def test_results_handed_over_stand_only_for_the_fact_the_chain_holds(
-    ledger: Ledger,
-) -> None:
-    """What the settler hands the relay is used only for the row the chain vouches for at
-    that position with that hash: results handed over under another hash are ignored, and
-    the relay publishes what the recorded fact says."""
-    report = await Settler(ledger).handle(deliveries(a_round("handed")))
-    ((fact, messages),) = report.written
-    inflated = [
-        replace(m, body=Encoded.with_text(m.body, cast(Encoded, m.body).text.replace("0", "9")))
-        for m in messages
-    ]
-    bus = MemoryBus()
-    got: list[Any] = []
-    bus.subscribe("#", got.append)
-    relay = OutboxRelay(ledger, bus, Metrics())
-    assert await relay.hold()
-    relay.committed([(fact._replace(hash="0" * 64), inflated)])
-    await relay.drain()
-    assert [m.body for m in got] == [{**m.body, "ledger_position": fact.position} for m in messages]
-    assert counter(relay.metrics, "croupier_results_refused_total") == 0
-
-
-async def test_outbox_rows_are_held_to_the_fact_this_process_committed(
+async def test_what_this_process_committed_is_published_as_written_lease_or_not(
     ledger: Ledger, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A fact this process committed is vouched for by its commit, not read back; its
-    outbox rows are still held to it: a row whose body differs from what the fact says,
-    or which names another message, is refused; the others are published as written."""
-    table = TableSpec("committed", "casino-holdem/classic", players=5)
-    feed = [m.body for m in simulate(StudioConfig(tables=(table,), rounds=1, seed=3))]
-    report = await Settler(ledger).handle(deliveries(feed))
-    pending = await ledger.pending_outbox(1_000)
-    ((fact, _),) = report.written
-    assert len(pending) == 5
-    first = pending[0]
-    edited = replace(first, body={**first.body, "returned_total": 99_999_900}, text="")
-    unknown = replace(first, message_id="forged-1")
-    relay = OutboxRelay(ledger, MemoryBus(), Metrics())
-    assert await relay.hold()
-    relay.committed(report.written)
-
-    async def read_back(positions: Iterable[int]) -> None:
-        raise AssertionError(f"read back {positions}")
-
-    monkeypatch.setattr(ledger, "vouched", read_back)
-    vouched, refused = await derive(ledger, [edited, unknown, *pending[1:]], relay.derivations)
-    assert set(refused) == {first.message_id, "forged-1"}
-    assert "differs from what the round.settled" in refused[first.message_id]
-    assert "reports no such message" in refused["forged-1"]
-    assert set(vouched) == {m.message_id for m in pending[1:]}
-    assert all(m.position == fact.position for m in pending)
-
-
-async def test_a_relay_standing_by_keeps_nothing_handed_over(ledger: Ledger) -> None:
-    """Results handed over while another instance holds the lease are not kept: the
-    holder publishes them, and this process's memory does not grow with them."""
-    report = await Settler(ledger).handle(deliveries(a_round("standby")))
-    holder = OutboxRelay(ledger, MemoryBus(), Metrics(), holder="the-holder")
-    standby = OutboxRelay(ledger, MemoryBus(), Metrics(), holder="standing-by")
+    """A relay publishes what its own settler committed, holding the lease or not: the
+    messages its transaction wrote, each once, nothing read back, listed or derived; the
+    lease holder finds them published."""
+    report = await Settler(ledger, dead_letters=True).handle(
+        deliveries([*a_round("mine"), b"{not json"])
+    )
+    written = [m for _, messages in report.outbox for m in messages]
+    assert {m.exchange for m in written} == {SETTLEMENTS_EXCHANGE, DEAD_LETTER_EXCHANGE}
+    bus = MemoryBus()
+    got: list[Outgoing] = []
+    bus.subscribe("#", got.append)
+    holder = OutboxRelay(ledger, bus, Metrics(), holder="the-holder")
+    standby = OutboxRelay(ledger, bus, Metrics(), holder="standing-by")
     assert await holder.hold() and not await standby.hold()
-    standby.committed(report.written)
-    holder.committed(report.written)
-    assert standby.derivations._learned == {}
-    assert set(holder.derivations._learned) == {fact.position for fact, _ in report.written}
+    standby.committed(report.outbox)
+
+    async def nothing_read(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("read back")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(ledger, "vouched", nothing_read)
+        patch.setattr(ledger, "pending_outbox", nothing_read)
+        assert await standby.relay_committed() == len(written)
+    positions = {m.message_id: fact.position for fact, ms in report.outbox for m in ms}
+    results = [m for m in written if m.exchange == SETTLEMENTS_EXCHANGE]
+    assert [o.body for o in got if o.exchange == SETTLEMENTS_EXCHANGE] == [
+        {**m.body, "ledger_position": positions[m.message_id]} for m in results
+    ]
+    (letter,) = bus.dead_letters
+    assert letter.raw == b"{not json"
+    assert await holder.relay_pending() == 0
+    assert await ledger.pending_outbox() == [] and len(got) == len(results)
+    assert not standby.own
+
+
+async def test_the_holder_leaves_another_writers_new_facts_to_it_for_the_grace(
+    ledger: Ledger,
+) -> None:
+    """With a writer grace, the lease holder publishes a fact another process committed
+    (and never published: it died) only once the grace has passed since it first saw
+    it; what was there at its first look it publishes at once."""
+    bus = MemoryBus()
+    got: list[str] = []
+    bus.subscribe("#", lambda message: got.append(message.message_id))
+    settler = Settler(ledger)
+    await settler.handle(deliveries(a_round("before")))
+    holder = OutboxRelay(ledger, bus, Metrics(), writer_grace=0.4)
+    assert await holder.hold()
+    assert await holder.relay_pending() == 1  # there at its first look
+    await settler.handle(deliveries(a_round("elsewhere"), 100))
+    seen = time.monotonic()
+    while not await holder.relay_pending():
+        await asyncio.sleep(0.02)
+    waited = time.monotonic() - seen
+    assert 0.4 <= waited < 3.0
+    assert len(got) == len(set(got)) == 2
+
+
+async def test_the_holder_leaves_what_this_process_has_not_published_yet(
+    ledger: Ledger,
+) -> None:
+    """The lease holder's listing stops below the oldest fact its own process committed
+    and has not published: its results go out once, from memory."""
+    bus = MemoryBus()
+    got: list[str] = []
+    bus.subscribe("#", lambda message: got.append(message.message_id))
+    settler = Settler(ledger)
+    relay = OutboxRelay(ledger, bus, Metrics())
+    assert await relay.hold()
+    relay.committed((await settler.handle(deliveries(a_round("own")))).outbox)
+    await settler.handle(deliveries(a_round("after"), 100))  # another process's
+    assert await relay.relay_pending() == 0
+    assert await relay.relay_committed() == 1
+    assert await relay.relay_pending() == 1
+    assert len(got) == len(set(got)) == 2
+
+
+async def test_committed_results_take_turns_and_a_failure_loses_none(ledger: Ledger) -> None:
+    """What this process committed goes out in pages, the facts taking turns (a small
+    round after a large one is in the first page); a page the broker fails is taken
+    again, and every message is published and marked exactly once."""
+    table = TableSpec("own-shared", "casino-holdem/classic", players=2_000)
+    feed = [m.body for m in simulate(StudioConfig(tables=(table,), rounds=1, seed=3))]
+    settler = Settler(ledger)
+    outbox = (await settler.handle(deliveries(feed))).outbox
+    outbox += (await settler.handle(deliveries(a_round("small"), 10_000))).outbox
+    small = outbox[-1][1][0].message_id
+    broker = SlowBroker(fail_page=3)
+    pages: list[list[str]] = []
+    publish = broker.publish
+
+    async def paging(messages: Sequence[Outgoing]) -> list[Refused]:
+        pages.append([m.message_id for m in messages])
+        return await publish(messages)
+
+    broker.publish = paging  # type: ignore[method-assign]
+    broker.subscribe("#", lambda message: None)
+    relay = OutboxRelay(ledger, broker, Metrics(), batch=500, turn=250)
+    relay.committed(outbox)
+    assert relay.own.oldest == outbox[0][0].position
+    with pytest.raises(BusError):
+        await relay.relay_committed()
+    assert small in pages[0]
+    assert await relay.relay_committed() > 0
+    assert not relay.own and relay.own.oldest is None
+    assert await ledger.pending_outbox() == []
+    assert broker.confirmed == {m.message_id for _, ms in outbox for m in ms}
+
+
+async def test_beyond_its_limit_the_oldest_committed_fact_is_left_to_the_holder(
+    ledger: Ledger,
+) -> None:
+    """Memory is bounded: past ``Committed.limit`` messages, the oldest fact is dropped
+    from memory, and the lease holder publishes it from the outbox."""
+    settler = Settler(ledger)
+    bus = MemoryBus()
+    got: list[str] = []
+    bus.subscribe("#", lambda message: got.append(message.message_id))
+    relay = OutboxRelay(ledger, bus, Metrics())
+    relay.own = Committed(limit=2)
+    for n in range(3):
+        relay.committed((await settler.handle(deliveries(a_round(f"r{n}"), 100 * n))).outbox)
+    assert len(relay.own) == 2
+    assert await relay.hold()
+    assert await relay.relay_pending() == 1  # the one left, below what memory holds
+    assert await relay.relay_committed() == 2
+    assert await ledger.pending_outbox() == [] and len(got) == len(set(got)) == 3

@@ -222,6 +222,9 @@ class PendingMessage:
     text: str = ""
 
 
+#: ``pending_outbox``'s bound on positions when none is given.
+THROUGH_ALL: Final = 2**62
+
 #: Open streams ``open_streams`` remembers per scope at most (beyond: it searches from the floor).
 OPEN_KNOWN: Final = 100_000
 
@@ -506,6 +509,7 @@ class Ledger(ABC):
         limit: int = 100,
         per_event: int | None = None,
         skip: Collection[str] = frozenset(),
+        through: int | None = None,
     ) -> list[PendingMessage]:
         """Up to ``limit`` unpublished messages, oldest first (set-aside ones left out).
 
@@ -520,6 +524,9 @@ class Ledger(ABC):
         below them. When that page took every pending row from its start to its end (no
         turn, no seek), the listing starts after it: the rows up to its end are done or in
         it, so they are not read again.
+
+        ``through``: only messages of events at or below this position (outbox rows get
+        their ``seq`` in position order, so this is a prefix of the outbox).
         """
         pending: list[tuple[PendingMessage, int]] = []
         floor = self._floor
@@ -533,7 +540,8 @@ class Ledger(ABC):
             after, contiguous = floor.through[0], False
             waiting.update(floor.through[1])  # their events have messages in flight
             fetch = limit
-        rows = await self._outbox_after(after, fetch)
+        last = THROUGH_ALL if through is None else through
+        rows = await self._outbox_after(after, fetch, last)
         while rows and len(pending) < limit:
             await self._check_marks(rows)
             seek: list[OutboxRow] | None = None
@@ -541,7 +549,7 @@ class Ledger(ABC):
                 position = row.position
                 resume = floor.resume.get(position, 0)
                 if row.seq < resume and not contiguous:
-                    seek = await self._outbox_after(resume - 1, limit)  # skip its done part
+                    seek = await self._outbox_after(resume - 1, limit, last)  # skip its done part
                     sought = True
                     break
                 done = (
@@ -565,7 +573,7 @@ class Ledger(ABC):
                     if len(pending) == limit:
                         break
                     if per_event is not None and taken[position] >= per_event:
-                        later = await self._outbox_past(position, limit)
+                        later = await self._outbox_past(position, limit, last)
                         if await self._none_pending(later, limit, skip):
                             per_event = None  # no other event waits: this one goes on
                             continue
@@ -573,7 +581,7 @@ class Ledger(ABC):
                         seek = later  # the next event's turn
                         break
             else:
-                seek = await self._outbox_after(rows[-1].seq, limit)
+                seek = await self._outbox_after(rows[-1].seq, limit, last)
             if seek is None:
                 break
             rows = seek
@@ -826,13 +834,14 @@ class Ledger(ABC):
         """Raw rows for verification, ``position > after_position`` in position order."""
 
     @abstractmethod
-    async def _outbox_after(self, after_seq: int, limit: int) -> list[OutboxRow]:
-        """Outbox rows with ``seq > after_seq`` in seq order, with their markers' marks."""
+    async def _outbox_after(self, after_seq: int, limit: int, through: int) -> list[OutboxRow]:
+        """Outbox rows with ``seq > after_seq`` in seq order, with their markers' marks, of
+        events at or below position ``through``."""
 
     @abstractmethod
-    async def _outbox_past(self, position: int, limit: int) -> list[OutboxRow]:
-        """Outbox rows with ``position`` greater, by position then seq (which is seq order:
-        rows get both under the append lock)."""
+    async def _outbox_past(self, position: int, limit: int, through: int) -> list[OutboxRow]:
+        """Outbox rows with ``position`` greater, up to ``through``, by position then seq
+        (which is seq order: rows get both under the append lock)."""
 
     @abstractmethod
     async def _outbox_between(self, low: int, high: int) -> list[OutboxRow]:

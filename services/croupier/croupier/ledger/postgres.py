@@ -644,21 +644,24 @@ class PostgresLedger(Ledger):
         return [_chain_row(row) for row in rows]
 
     @_reaching
-    async def _outbox_after(self, after_seq: int, limit: int) -> list[OutboxRow]:
+    async def _outbox_after(self, after_seq: int, limit: int, through: int) -> list[OutboxRow]:
         rows = await (await self.pool()).fetch(
-            f"SELECT {_OUTBOX_COLUMNS} FROM outbox o WHERE o.seq > $1 ORDER BY o.seq LIMIT $2",
+            f"SELECT {_OUTBOX_COLUMNS} FROM outbox o WHERE o.seq > $1 AND o.position <= $3 "
+            "ORDER BY o.seq LIMIT $2",
             after_seq,
             limit,
+            through,
         )
         return [_outbox_row(row) for row in rows]
 
     @_reaching
-    async def _outbox_past(self, position: int, limit: int) -> list[OutboxRow]:
+    async def _outbox_past(self, position: int, limit: int, through: int) -> list[OutboxRow]:
         rows = await (await self.pool()).fetch(
-            f"SELECT {_OUTBOX_COLUMNS} FROM outbox o WHERE o.position > $1 "
+            f"SELECT {_OUTBOX_COLUMNS} FROM outbox o WHERE o.position > $1 AND o.position <= $3 "
             "ORDER BY o.position, o.seq LIMIT $2",
             position,
             limit,
+            through,
         )
         return [_outbox_row(row) for row in rows]
 

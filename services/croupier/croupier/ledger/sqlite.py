@@ -294,16 +294,19 @@ class SqliteLedger(Ledger):
         sql = f"SELECT {_COLUMNS} FROM events WHERE position > ? ORDER BY position LIMIT ?"
         return [ChainRow(*row) for row in await self._read(sql, (after_position, limit))]
 
-    async def _outbox_after(self, after_seq: int, limit: int) -> list[OutboxRow]:
-        sql = f"SELECT {_OUTBOX_COLUMNS} FROM outbox o WHERE o.seq > ? ORDER BY o.seq LIMIT ?"
-        return [_outbox_row(row) for row in await self._read(sql, (after_seq, limit))]
-
-    async def _outbox_past(self, position: int, limit: int) -> list[OutboxRow]:
+    async def _outbox_after(self, after_seq: int, limit: int, through: int) -> list[OutboxRow]:
         sql = (
-            f"SELECT {_OUTBOX_COLUMNS} FROM outbox o WHERE o.position > ? "
+            f"SELECT {_OUTBOX_COLUMNS} FROM outbox o WHERE o.seq > ? AND o.position <= ? "
+            "ORDER BY o.seq LIMIT ?"
+        )
+        return [_outbox_row(row) for row in await self._read(sql, (after_seq, through, limit))]
+
+    async def _outbox_past(self, position: int, limit: int, through: int) -> list[OutboxRow]:
+        sql = (
+            f"SELECT {_OUTBOX_COLUMNS} FROM outbox o WHERE o.position > ? AND o.position <= ? "
             "ORDER BY o.position, o.seq LIMIT ?"
         )
-        return [_outbox_row(row) for row in await self._read(sql, (position, limit))]
+        return [_outbox_row(row) for row in await self._read(sql, (position, through, limit))]
 
     async def _outbox_between(self, low: int, high: int) -> list[OutboxRow]:
         sql = (

@@ -271,11 +271,11 @@ class FeedConsumer:
                 ids = context_ids(delivery.body) if delivery.oversize is None else {}
                 with structlog.contextvars.bound_contextvars(**ids):
                     log.exception("quarantining a message settlement fails on", tag=delivery.tag)
-                handled = await self.settler.quarantine(_inbound(delivery), error)
-                report = BatchReport(handled=[handled])
+                report = await self.settler.quarantine(_inbound(delivery), error)
             merged.handled += report.handled
             merged.closed += report.closed
             merged.written += report.written
+            merged.outbox += report.outbox
         return merged
 
     async def _settle_one(self, delivery: Delivery) -> BatchReport:

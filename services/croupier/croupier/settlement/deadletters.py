@@ -102,7 +102,7 @@ def dead_letter(
     )
 
 
-def outgoing(message: PendingMessage) -> Outgoing:
+def outgoing(message: PendingMessage | OutboxMessage) -> Outgoing:
     """What the relay publishes for a pending dead letter: the original bytes, with why."""
     letter: Mapping[str, Any] = message.body
     text = letter.get("text")

@@ -1,9 +1,21 @@
 """The outbox relay: settlement results and dead letters from the ledger's outbox to the broker.
 
 Guarantees:
-- One publisher per outbox: a relay publishes only while it holds the ledger's relay lease
-  (``Ledger.hold_lease``), renewed every third of its term. Standby instances wait and take
+- Each instance publishes what its own settler committed (``committed``,
+  ``relay_committed``), at once, holding the lease or not: with partitions, the owner of a
+  partition relays its results. Nothing of it is read back or derived again: the messages
+  are those its transaction wrote, ``outbox_rule`` of the facts as stored (the same function
+  on the same data, held in this process's memory, which nobody with database rights can
+  reach; ``verify`` holds every outbox row to it).
+- What no live writer publishes (it died or was cut off between its commit and its
+  publish, or held more than ``DERIVED_KEPT`` messages) the holder of the ledger's relay
+  lease (``Ledger.hold_lease``, renewed every third of its term) publishes from the
+  outbox: the facts that were there at its first look at once, a fact committed since once
+  the writer grace (``WRITER_GRACE`` leases in ``serve``) has passed after it first saw
+  it, never one its own process has still to publish. Standby instances take the lease
   over within ``lease_seconds`` of the holder's last renewal (a crash, a hang, a partition).
+  A message two publish (a writer slower than the grace) goes out twice with the same
+  ``message_id``, as after a crash.
 - A message is marked published only after the broker confirmed it; a crash in between
   means it is published again with the same ``message_id``, which wallets deduplicate on.
 - A message the broker refuses for good (unroutable, too long to frame, nacked) is set aside
@@ -21,13 +33,13 @@ Guarantees:
   the relay publishes nothing then, logs why, sets ``croupier_relay_marks_missing`` and
   reports NOT READY (``relay``) until ``croupier redrive --results --unmarked`` publishes
   and marks those messages again, as someone must explicitly ask for.
-- Only what a recorded fact says goes out. For each outbox row the relay reads the event the
-  row names (position and hash) as the chain vouches for it (with a signing key: linked row
-  by row up to a head a key of its keyring signed, outside a revoked key's part). A
-  settlement result is re-derived from that fact (``results.outbox_rule``) and published
-  as derived, only if the row is exactly it; a dead letter must name that (rejection)
-  fact. Any other row (forged, edited, naming an unsigned
-  or rewritten event) is refused: set aside with the reason, logged, counted in
+- Only what a recorded fact says goes out. For each outbox row the lease holder lists, the
+  relay reads the event the row names (position and hash) as the chain vouches for it
+  (with a signing key: linked row by row up to a head a key of its keyring signed,
+  outside a revoked key's part). A settlement result is re-derived from that fact
+  (``results.outbox_rule``) and published as derived, only if the row is exactly it; a
+  dead letter must name that (rejection) fact. Any other row (forged, edited, naming an
+  unsigned or rewritten event) is refused: set aside with the reason, logged, counted in
   ``croupier_results_refused``, never published. A dead letter must be exactly the dead
   letter of the chained rejection it names (``deadletters.letter_problem``): its code,
   reason and bytes are the rejection's.
@@ -46,14 +58,8 @@ Guarantees:
 - Linear in the round: a fact is read, hashed and vouched for once, and the messages it
   calls for derived once (``Derivations``), however many pages its messages span: a shared
   hand of N players costs the relay O(N), not O(N) per message or per page. A large fact
-  is derived in a worker thread. A fact this process's settler has just recorded is
-  neither read back nor derived: the settler hands over the fact and the messages it wrote
-  for it (``committed``), which are ``outbox_rule`` of the fact as stored (the same
-  function on the same data; ``verify`` holds every outbox row to it). Its commit vouches
-  for it: the transaction that appended it, under this process's signed head, returned.
-  Its outbox rows are held to it as to any fact: each must name it by the hash committed
-  and be exactly a message it calls for; a page naming it by another hash goes to the
-  chain instead. Guarded by tests/unit/croupier/test_linear_paths.py (work counted),
+  is derived in a worker thread; one this process committed is neither read nor derived.
+  Guarded by tests/unit/croupier/test_linear_paths.py (work counted),
   tests/unit/croupier/test_relay.py and ``python -m bench service`` (10,000 and 100,000
   players, timed).
 """
@@ -62,13 +68,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 import socket
 import time
 import uuid
-from collections import Counter, OrderedDict
+from collections import Counter, OrderedDict, deque
 from collections.abc import Awaitable, Iterable, Mapping, Sequence
-from typing import Final, TypeVar, cast
+from dataclasses import dataclass
+from typing import Any, Final, TypeVar, cast
 
 import structlog
 
@@ -77,8 +85,7 @@ from croupier.bus import DEAD_LETTER_EXCHANGE, UNROUTABLE, Outgoing, Refused, Se
 from croupier.config import LEASE_LIMIT
 from croupier.ledger import Ledger, OutboxMessage, PendingMessage, RecordedEvent
 from croupier.ledger.audit import Expected
-from croupier.ledger.chain import ChainRow, format_timestamp
-from croupier.ledger.encoding import data_text
+from croupier.ledger.chain import ChainRow
 from croupier.metrics import Metrics
 from croupier.settlement import deadletters
 from croupier.settlement.results import outbox_rule
@@ -87,8 +94,12 @@ log = structlog.get_logger("croupier.settlement.relay")
 
 RELAY_LEASE: Final = "outbox-relay"
 DEFAULT_LEASE_SECONDS: Final = 10.0
-#: Messages the relay keeps derived (from the facts it met last) between pages.
+#: Messages the relay keeps derived (from the facts it met last) between pages, and at most
+#: as many that this process committed and has not published yet.
 DERIVED_KEPT: Final = 250_000
+#: How long (in terms of the lease) the holder leaves another instance's new facts to the
+#: instance that wrote them before publishing them itself (the writer died or is cut off).
+WRITER_GRACE: Final = 2.0
 #: Facts longer than this (characters) are derived off the event loop.
 DERIVE_INLINE: Final = 256 * 1024
 #: A page holds at most this many messages of one settlement before the next one's turn.
@@ -117,8 +128,12 @@ class OutboxRelay:
         idle: float = 0.5,
         lease_seconds: float = DEFAULT_LEASE_SECONDS,
         holder: str | None = None,
+        writer_grace: float = 0.0,
     ) -> None:
+        """``writer_grace``: seconds the lease holder leaves facts it did not write to the
+        instance that did (0: it publishes whatever is pending)."""
         assert 0 < lease_seconds <= LEASE_LIMIT
+        assert writer_grace >= 0
         self.ledger = ledger
         self.sink = sink
         self.metrics = metrics
@@ -135,8 +150,15 @@ class OutboxRelay:
         #: Messages of the last page whose publish marks vanished (nothing relays meanwhile).
         self.marks_missing = 0
         self.derivations = Derivations()
+        self.writer_grace = writer_grace
+        #: What this process's settler committed that this relay has not published yet.
+        self.own = Committed()
+        #: The ledger's last position as seen, and when (the first sighting: long ago).
+        self._seen: deque[tuple[float, int]] = deque()
+        self._through: int | None = None
         self._backlog = 0
         self._renewed = 0.0
+        self._tried = -math.inf
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()
 
@@ -145,12 +167,10 @@ class OutboxRelay:
         self._wake.set()
 
     def committed(self, written: Iterable[tuple[RecordedEvent, Sequence[OutboxMessage]]]) -> None:
-        """This process's settler committed these closing facts with these wallet results
-        in the outbox: keep them for relaying (nothing derived again), and publish now. A
-        relay standing by keeps nothing: the holder of the lease publishes them."""
-        if self.active:
-            for fact, messages in written:
-                self.derivations.learn(fact, messages)
+        """This process's settler committed these facts with these outbox messages (wallet
+        results, dead letters): publish them now, as they are, holding the lease or not."""
+        for fact, messages in written:
+            self.own.add(fact, messages)
         self.wake()
 
     def stop(self) -> None:
@@ -163,7 +183,9 @@ class OutboxRelay:
         delay = 0.1
         while not self._stopping.is_set():
             try:
-                sent = await self.relay_pending() if await self.hold() else 0
+                held = await self._hold_when_due()  # kept current while publishing fails
+                sent = await self.relay_committed()
+                sent += await self.relay_pending() if held and await self.hold() else 0
                 self.healthy = True
                 delay = 0.1
             except Exception as error:
@@ -194,6 +216,15 @@ class OutboxRelay:
         await self._watch_lease(held)
         return held
 
+    async def _hold_when_due(self) -> bool:
+        """``hold``, asked at most every third of a term while standing by (a relay standing
+        by is woken by its own process's commits, not to take the lease)."""
+        now = time.monotonic()
+        if not self.active and now - self._tried < self.lease_seconds / 3:
+            return False
+        self._tried = now
+        return await self.hold()
+
     async def _watch_lease(self, held: bool) -> None:
         """Standing by: whether the lease is held beyond any term Croupier takes."""
         stalled = False
@@ -214,6 +245,40 @@ class OutboxRelay:
         """Publish one page of pending messages; the number taken off the outbox."""
         return await self._relay(pages=1)
 
+    async def relay_committed(self) -> int:
+        """Publish what this process's settler committed (``committed``), page after page
+        until none is left or the relay stops; the number taken.
+
+        Nothing is read back or derived: the messages are those the transaction that
+        committed them wrote (``outbox_rule`` of the facts as stored; ``verify`` holds every
+        outbox row to it). Pipelined like ``relay_pending``: while the broker confirms a
+        page, the page before it is marked. A failure puts what was not marked back first.
+        """
+        taken, done = 0, None
+        page = self.own.take(self.batch, self.turn)
+        try:
+            while page:
+                outgoing = [_outgoing(position, message) for position, message in page]
+                taken += len(page)
+                refused, _ = await _both(self._publish(outgoing), self._mark_own(done))
+                done = (page, outgoing, refused)
+                page = [] if self._stopping.is_set() else self.own.take(self.batch, self.turn)
+            await self._mark_own(done)
+        except BaseException:
+            self.own.retake()
+            raise
+        return taken
+
+    async def _mark_own(
+        self,
+        done: tuple[Sequence[tuple[int, OutboxMessage]], Sequence[Outgoing], Mapping[str, Refused]]
+        | None,
+    ) -> None:
+        if done is not None:
+            page, outgoing, refused = done
+            await self._mark(outgoing, refused)
+            self.own.done(page)
+
     async def relay_pending(self) -> int:
         """Publish page after page while messages are pending (the lease held, not asked
         to stop); the number taken off the outbox.
@@ -228,17 +293,18 @@ class OutboxRelay:
         return await self._relay(pages=None)
 
     async def _relay(self, pages: int | None) -> int:
+        self._through = await self._horizon()
         pending = await self._list(frozenset())
         taken, done = 0, None
         while pending:
             if await self._marks_missing(pending):
                 break
             vouched = await self._vouched(pending)
-            sendable = [m for m in pending if m.message_id in vouched]
+            sendable = [vouched[m.message_id] for m in pending if m.message_id in vouched]
             taken += len(pending)
             pages = None if pages is None else pages - 1
             go_on = self.more and pages != 0
-            publishing = self._publish(sendable, vouched)
+            publishing = self._publish(sendable)
             after = self._after(done, pending if go_on else None)
             refused, pending = await _both(publishing, after)
             done = (sendable, refused)
@@ -247,27 +313,44 @@ class OutboxRelay:
         self.metrics.outbox_backlog.set(self._backlog if self.more else 0)
         return taken
 
+    async def _horizon(self) -> int | None:
+        """The last position whose messages the lease holder publishes now: with a writer
+        grace, what was the ledger's last position that long ago (at the first look, the
+        last position then); below what this process committed and has not published."""
+        through = None
+        if self.writer_grace:
+            now = time.monotonic()
+            if not self._seen or now - self._seen[-1][0] >= self.writer_grace / 8:
+                last = await self.ledger.last_position()
+                self._seen.append((now if self._seen else -math.inf, last))
+            while len(self._seen) > 1 and self._seen[1][0] <= now - self.writer_grace:
+                self._seen.popleft()
+            through = self._seen[0][1]
+        oldest = self.own.oldest
+        if oldest is not None:
+            through = oldest - 1 if through is None else min(through, oldest - 1)
+        return through
+
     async def _list(self, in_flight: frozenset[str]) -> list[PendingMessage]:
         """The next page (``in_flight``: the ids of the page the broker confirms now)."""
-        pending = await self.ledger.pending_outbox(self.batch, per_event=self.turn, skip=in_flight)
+        pending = await self.ledger.pending_outbox(
+            self.batch, per_event=self.turn, skip=in_flight, through=self._through
+        )
         turns = Counter(m.position for m in pending)
         self.more = len(pending) == self.batch or max(turns.values(), default=0) >= self.turn
         self._backlog = len(pending)
         self.metrics.outbox_backlog.set(len(pending))
         return pending
 
-    async def _publish(
-        self, sendable: Sequence[PendingMessage], vouched: Mapping[str, Outgoing]
-    ) -> dict[str, Refused]:
+    async def _publish(self, sendable: Sequence[Outgoing]) -> dict[str, Refused]:
         """Publish with confirms; what the broker refused, by id."""
         if not sendable:
             return {}
-        outgoing_page = [vouched[m.message_id] for m in sendable]
-        return {r.message_id: r for r in await self.sink.publish(outgoing_page)}
+        return {r.message_id: r for r in await self.sink.publish(sendable)}
 
     async def _after(
         self,
-        done: tuple[Sequence[PendingMessage], Mapping[str, Refused]] | None,
+        done: tuple[Sequence[Outgoing], Mapping[str, Refused]] | None,
         in_flight: Sequence[PendingMessage] | None,
     ) -> list[PendingMessage]:
         """While a page is in flight: mark the page before it, then list the next one
@@ -278,7 +361,7 @@ class OutboxRelay:
             return []
         return await self._list(frozenset(m.message_id for m in in_flight))
 
-    async def _mark(self, sent: Sequence[PendingMessage], refused: Mapping[str, Refused]) -> None:
+    async def _mark(self, sent: Sequence[Outgoing], refused: Mapping[str, Refused]) -> None:
         """Record a confirmed page: published, and what the broker refused set aside."""
         published = [m for m in sent if m.message_id not in refused]
         await self.ledger.mark_published([m.message_id for m in published])
@@ -310,11 +393,12 @@ class OutboxRelay:
         return bool(lost)
 
     async def drain(self, timeout: float = 10.0) -> None:
-        """Publish everything pending now (at shutdown, if active), within ``timeout``."""
-        if not self.active:
-            return
+        """Publish what this process committed, and (holding the lease) everything pending
+        now, within ``timeout``: at shutdown."""
         async with asyncio.timeout(timeout):
-            while await self.relay_pending() and self.more:
+            while self.own and await self.relay_committed():
+                pass
+            while self.active and await self.relay_pending() and self.more:
                 pass
 
     async def _vouched(self, pending: Sequence[PendingMessage]) -> dict[str, Outgoing]:
@@ -343,7 +427,7 @@ class OutboxRelay:
             first=[f"{r.message_id}: {r.kind}: {r.reason}" for r in refused[:5]],
         )
 
-    def _count_published(self, published: list[PendingMessage]) -> None:
+    def _count_published(self, published: list[Outgoing]) -> None:
         codes: Counter[str] = Counter()
         results = 0
         for message in published:
@@ -364,6 +448,88 @@ class OutboxRelay:
         self._wake.clear()
 
 
+@dataclass(slots=True)
+class _Waiting:
+    """A fact's outbox messages this process committed: taken up to ``taken`` (in flight
+    or marked), marked up to ``marked``."""
+
+    position: int
+    messages: Sequence[OutboxMessage]
+    taken: int = 0
+    marked: int = 0
+
+
+class Committed:
+    """What this process's settler committed and its relay has not published yet: each
+    fact's position and the outbox messages written with it, oldest first.
+
+    Taken a page at a time, the facts taking turns (``take``); a page is done once marked,
+    in page order, so each fact's marked messages are a prefix of them. At most ``limit``
+    messages wait: beyond, the oldest fact is left to the lease holder, which publishes it
+    from the outbox after its writer grace.
+    """
+
+    def __init__(self, limit: int = DERIVED_KEPT) -> None:
+        self.limit = limit
+        self._facts: OrderedDict[int, _Waiting] = OrderedDict()
+        self._size = 0
+
+    def __len__(self) -> int:
+        return self._size
+
+    @property
+    def oldest(self) -> int | None:
+        """The position of the oldest fact with messages not marked yet."""
+        return next(iter(self._facts), None)
+
+    def add(self, fact: RecordedEvent, messages: Sequence[OutboxMessage]) -> None:
+        """``fact`` was committed with ``messages`` in the outbox."""
+        assert all(m.event_key in (None, fact.key) for m in messages), "another fact's message"
+        if not messages or fact.position in self._facts:
+            return
+        self._facts[fact.position] = _Waiting(fact.position, messages)
+        self._size += len(messages)
+        while self._size > self.limit and len(self._facts) > 1:
+            _, left = self._facts.popitem(last=False)
+            self._size -= len(left.messages) - left.marked
+            log.warning(
+                "too many results waiting to be published: left to the relay lease holder",
+                position=left.position,
+                messages=len(left.messages) - left.marked,
+            )
+
+    def take(self, limit: int, turn: int) -> list[tuple[int, OutboxMessage]]:
+        """The next page: at most ``turn`` messages of each fact, oldest fact first, then
+        as many more as fit, oldest first (a large fact alone takes whole pages)."""
+        page: list[tuple[int, OutboxMessage]] = []
+        for share in (turn, limit):
+            for waiting in self._facts.values():
+                room = min(share, limit - len(page), len(waiting.messages) - waiting.taken)
+                if room <= 0:
+                    continue
+                start = waiting.taken
+                waiting.taken += room
+                page += [(waiting.position, m) for m in waiting.messages[start : start + room]]
+        return page
+
+    def done(self, page: Sequence[tuple[int, OutboxMessage]]) -> None:
+        """``page`` (the oldest page taken and not done) is marked published or set aside."""
+        for position, count in Counter(position for position, _ in page).items():
+            waiting = self._facts.get(position)
+            if waiting is None:
+                continue  # left to the holder meanwhile
+            waiting.marked += count
+            assert waiting.marked <= waiting.taken, "marked before it was taken"
+            self._size -= count
+            if waiting.marked == len(waiting.messages):
+                del self._facts[position]
+
+    def retake(self) -> None:
+        """Publishing failed: what was taken and not marked is taken again, in order."""
+        for waiting in self._facts.values():
+            waiting.taken = waiting.marked
+
+
 class Derivations:
     """Chained facts as the relay read them, and the outbox messages each calls for
     (``outbox_rule``), each read and derived once.
@@ -381,49 +547,15 @@ class Derivations:
         self.limit = limit
         self._kept: OrderedDict[int, tuple[ChainRow, dict[str, Expected] | None]] = OrderedDict()
         self._size = 0
-        #: What the settler committed, by position: the fact's row, the messages it wrote.
-        self._learned: OrderedDict[int, tuple[ChainRow, Sequence[OutboxMessage]]] = OrderedDict()
-        self._learned_size = 0
-
-    def learn(self, fact: RecordedEvent, messages: Sequence[OutboxMessage]) -> None:
-        """The wallet results this process wrote for ``fact`` in the transaction that
-        committed it: what ``outbox_rule`` derives from it (taken when the relay lists
-        them; the newest kept, up to ``limit`` in all)."""
-        if not messages:
-            return
-        row = ChainRow(
-            fact.position,
-            fact.stream,
-            fact.version,
-            fact.type,
-            data_text(fact.data),
-            fact.key,
-            format_timestamp(fact.recorded_at),
-            fact.prev_hash,
-            fact.hash,
-        )
-        self._learned[fact.position] = (row, messages)
-        self._learned_size += len(messages)
-        while self._learned_size > self.limit and len(self._learned) > 1:
-            _, (_, dropped) = self._learned.popitem(last=False)
-            self._learned_size -= len(dropped)
 
     async def vouched(
         self, ledger: Ledger, pending: Sequence[PendingMessage]
     ) -> dict[int, ChainRow]:
         """The facts the ``pending`` messages name, as the chain vouches for them
-        (``Ledger.vouched``), by position. A fact this process committed is vouched for by
-        its commit, when every message names it by the hash committed."""
-        named: dict[int, set[str]] = {}
-        for message in pending:
-            named.setdefault(message.position, set()).add(message.event_hash)
+        (``Ledger.vouched``), by position."""
+        named = {message.position for message in pending}
         found = {p: self._kept[p][0] for p in named if p in self._kept}
-        for position, hashes in named.items():
-            learned = self._learned.get(position)
-            if position not in found and learned and hashes == {learned[0].hash}:
-                found[position] = learned[0]
-                self._keep(position, learned[0], None)
-        missing = named.keys() - found.keys()
+        missing = named - found.keys()
         if missing:
             read = await ledger.vouched(missing)
             for position, row in read.items():
@@ -439,11 +571,7 @@ class Derivations:
         worker thread, so other tables' results keep flowing meanwhile)."""
         row, messages = self._kept.get(event.position, (None, None))
         if messages is None or row is None or row.hash != event.hash:
-            learned, written = self._learned.pop(event.position, (None, ()))
-            self._learned_size -= len(written)
-            if learned is not None and learned.hash == event.hash:
-                derived = [_expected(m) for m in written]
-            elif len(event.data) > DERIVE_INLINE:
+            if len(event.data) > DERIVE_INLINE:
                 derived = await asyncio.to_thread(outbox_rule, event.type, event.data)
             else:
                 derived = outbox_rule(event.type, event.data)
@@ -520,11 +648,35 @@ async def _both(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:
     return one.result(), two.result()
 
 
-def _expected(message: OutboxMessage) -> Expected:
-    """A wallet result the settler wrote, as ``outbox_rule`` states it."""
+def _outgoing(position: int, message: OutboxMessage) -> Outgoing:
+    """What to publish for a message this process's settler committed for the fact at
+    ``position``."""
+    if message.exchange == DEAD_LETTER_EXCHANGE:
+        return deadletters.outgoing(message)
     body = message.body
     assert isinstance(body, Encoded), "the settler writes wallet results with their text"
-    return Expected(message.message_id, message.exchange, message.routing_key, body.text)
+    return _published(message.message_id, message.exchange, message.routing_key, body, position)
+
+
+def _published(
+    message_id: str,
+    exchange: str,
+    routing_key: str,
+    body: Mapping[str, Any],
+    position: int,
+    text: str | None = None,
+) -> Outgoing:
+    """A wallet result as published: its body with ``ledger_position``; encoded here when
+    ``text`` (or an :class:`Encoded` body's) is its canonical text."""
+    if text is None and isinstance(body, Encoded):
+        text = body.text
+    encoded = None
+    if text is not None and text.isascii() and "\x7f" not in text:
+        # The body in canonical key order, ``ledger_position`` last, as compact ASCII JSON
+        # encodes it (DEL is the one ASCII character the two escape differently).
+        encoded = f'{text[:-1]},"ledger_position":{position}}}'.encode()
+    published = {**body, "ledger_position": position}
+    return Outgoing(message_id, routing_key, published, exchange=exchange, encoded=encoded)
 
 
 def _derived(
@@ -551,12 +703,11 @@ def _derived(
     text = message.text if message.text == want.body else canonical_json(message.body)
     if (message.exchange, message.routing_key, text) != want[1:]:
         return f"it differs from what the {event.type} at position {event.position} says"
-    body = {**message.body, "ledger_position": event.position}  # exactly ``want.body``
-    encoded = None
-    if message.text == want.body and want.body.isascii() and "\x7f" not in want.body:
-        # The body in canonical key order, ``ledger_position`` last, as compact ASCII JSON
-        # encodes it (DEL is the one ASCII character the two escape differently).
-        encoded = f'{want.body[:-1]},"ledger_position":{event.position}}}'.encode()
-    return Outgoing(
-        message.message_id, want.routing_key, body, exchange=want.exchange, encoded=encoded
+    return _published(
+        message.message_id,
+        want.exchange,
+        want.routing_key,
+        message.body,  # exactly ``want.body``
+        event.position,
+        want.body if message.text == want.body else None,
     )

@@ -41,7 +41,7 @@ from croupier.metrics import Metrics
 from croupier.settlement.consumer import DEFAULT_HELD_TIMEOUT, DEFAULT_ROUND_TIMEOUT, FeedConsumer
 from croupier.settlement.deadletters import record_parked
 from croupier.settlement.partitions import PartitionOwner, consume_held
-from croupier.settlement.relay import DEFAULT_LEASE_SECONDS, OutboxRelay
+from croupier.settlement.relay import DEFAULT_LEASE_SECONDS, WRITER_GRACE, OutboxRelay
 from croupier.settlement.runtime import fewer_collections
 from croupier.settlement.settler import Settler
 from croupier.web import ProbeServer
@@ -92,13 +92,19 @@ class Service:
                 fence=owner.fence,
                 owns=lambda table: owner.partition(table) in owner.held,
             )
-        self.relay = OutboxRelay(ledger, bus, self.metrics, lease_seconds=relay_lease)
+        self.relay = OutboxRelay(
+            ledger,
+            bus,
+            self.metrics,
+            lease_seconds=relay_lease,
+            writer_grace=WRITER_GRACE * relay_lease,
+        )
         self.consumer = FeedConsumer(
             bus,
             self.settler,
             self.metrics,
             max_batch=max_batch,
-            on_commit=lambda report: self.relay.committed(report.written),
+            on_commit=lambda report: self.relay.committed(report.outbox),
             held_timeout=held_timeout,
             round_timeout=round_timeout,
         )

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, NamedTuple
 
@@ -93,6 +93,10 @@ class BatchReport:
     closed: list[RecordedEvent] = field(default_factory=list)
     #: Each closing fact recorded, with the wallet results it put in the outbox.
     written: list[tuple[RecordedEvent, list[OutboxMessage]]] = field(default_factory=list)
+    #: What this batch's transaction wrote to the outbox, with the fact each message
+    #: reports: the wallet results of closing facts and the dead letters of rejections
+    #: new in the ledger (for the relay).
+    outbox: list[tuple[RecordedEvent, list[OutboxMessage]]] = field(default_factory=list)
     #: The closing facts of rounds the batch read back from the ledger already closed.
     found_closed: list[RecordedEvent] = field(default_factory=list)
 
@@ -252,7 +256,7 @@ class Settler:
         await self._commit(work)
         return work.report
 
-    async def quarantine(self, message: Inbound, error: BaseException) -> Handled:
+    async def quarantine(self, message: Inbound, error: BaseException) -> BatchReport:
         """Keep a message that settlement itself fails on, with the error, in the ledger."""
         self.forget()
         message = _bounded(message)
@@ -260,11 +264,12 @@ class Settler:
         delivery = _delivery(message) if self.dead_letters else None
         fact = _raw_rejection(message, RejectionCode.POISON, reason, None, delivery)
         letters = [self._letter(fact.key, message, RejectionCode.POISON, reason)]
-        _, written = await self.ledger.append_with_new_keys(
-            [StreamAppend(REJECTIONS_STREAM, None, [fact])], letters if self.dead_letters else []
+        letters = letters if self.dead_letters else []
+        recorded, written = await self.ledger.append_with_new_keys(
+            [StreamAppend(REJECTIONS_STREAM, None, [fact])], letters
         )
         ids = context_ids(message.body) if message.oversize is None else {}
-        return Handled(
+        handled = Handled(
             message.ref,
             "rejected",
             ids.get("event_id"),
@@ -274,6 +279,8 @@ class Settler:
             reason=reason,
             new=bool(written),
         )
+        new = [r for r in recorded if r.key in written]
+        return BatchReport(handled=[handled], outbox=_written(new, {}, letters))
 
     def forget(self) -> None:
         """Drop cached rounds and meters; they are read back from the ledger when needed."""
@@ -428,6 +435,7 @@ class Settler:
             tables = {_table_of(s) for s in work.appends if s.startswith(ROUND_PREFIX)}
             fence = self.fence(tables) if tables else None
         recorded, written = await self.ledger.append_with_new_keys(appends, outbox, fence=fence)
+        new = [r for r in recorded if r.key in written]
         # A refused message recorded before (redelivered after a reconnect lost its ack) is
         # not written again, and is not a new rejection to count.
         work.report.handled = [
@@ -437,6 +445,19 @@ class Settler:
         closed = [r for r in recorded if r.type in (SETTLED, VOIDED)]
         work.report.closed = closed
         work.report.written = [(r, work.results[r.key]) for r in closed]
+        work.report.outbox = _written(new, work.results, work.letters.values())
+
+
+def _written(
+    new: Sequence[RecordedEvent],
+    results: Mapping[str, list[OutboxMessage]],
+    letters: Iterable[OutboxMessage],
+) -> list[tuple[RecordedEvent, list[OutboxMessage]]]:
+    """The outbox messages written with the facts ``new`` in the ledger: the wallet results
+    of closing ones (``results`` by fact key), the dead letters of rejections."""
+    by_key = {r.key: r for r in new}
+    written = [(r, results[r.key]) for r in new if r.type in (SETTLED, VOIDED)]
+    return written + [(by_key[m.event_key], [m]) for m in letters if m.event_key in by_key]
 
 
 @dataclass
