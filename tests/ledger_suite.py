@@ -543,6 +543,30 @@ class LedgerSuite:
         await ledger.mark_published([])
         assert [m.message_id for m in await ledger.pending_outbox()] == ["m2", "m3", "m4"]
 
+    async def test_marks_of_messages_the_caller_wrote_count_like_looked_up_ones(
+        self, ledger: Ledger
+    ) -> None:
+        for n in range(3):
+            await ledger.append([append(f"s{n}", 0)], [message(f"m{n}")])
+        await ledger.mark_published(["m2", "m0"], written=True)
+        assert [m.message_id for m in await ledger.pending_outbox()] == ["m1"]
+        assert (await ledger.verify()).ok
+
+    async def test_pending_through_a_position_lists_a_prefix_of_the_outbox(
+        self, ledger: Ledger
+    ) -> None:
+        positions = []
+        for n in range(4):
+            (record,) = await ledger.append([append(f"s{n}", 0)], [message(f"m{n}")])
+            positions.append(record.position)
+        listed = await ledger.pending_outbox(through=positions[1])
+        assert [m.message_id for m in listed] == ["m0", "m1"]
+        assert [m.message_id for m in await ledger.pending_outbox(through=0)] == []
+        await ledger.mark_published(["m0", "m1"])
+        listed = await ledger.pending_outbox(per_event=1, through=positions[2])
+        assert [m.message_id for m in listed] == ["m2"]
+        assert [m.message_id for m in await ledger.pending_outbox()] == ["m2", "m3"]
+
     async def test_pending_pages_never_skip_a_message_left_unpublished(
         self, ledger: Ledger
     ) -> None:

@@ -281,7 +281,7 @@ async def test_pages_are_listed_and_marked_while_the_broker_confirms(
         overlapped["listings"] += broker.in_flight
         return await list_pending(*args, **kwargs)
 
-    async def marking(message_ids: Iterable[str]) -> None:
+    async def marking(message_ids: Iterable[str], **written: bool) -> None:
         ids = list(message_ids)
         assert set(ids) <= broker.confirmed, "marked before the broker confirmed it"
         overlapped["marks"] += broker.in_flight
@@ -314,7 +314,7 @@ async def test_a_page_the_broker_confirmed_is_marked_even_when_the_next_one_fail
     marked: list[str] = []
     mark = ledger.mark_published
 
-    async def slow_marking(message_ids: Iterable[str]) -> None:
+    async def slow_marking(message_ids: Iterable[str], **written: bool) -> None:
         await asyncio.sleep(0.05)  # longer than the failing page takes to fail
         await mark(message_ids)
         marked.extend(message_ids)

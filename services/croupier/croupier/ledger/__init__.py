@@ -615,8 +615,9 @@ class Ledger(ABC):
             self.trust.check_marks(await self._marks(unknown))
 
     @abstractmethod
-    async def mark_published(self, message_ids: Iterable[str]) -> None:
-        """Record messages as published (idempotent; unknown ids are ignored)."""
+    async def mark_published(self, message_ids: Iterable[str], *, written: bool = False) -> None:
+        """Record messages as published (idempotent; unknown ids are ignored). ``written``:
+        the caller's own committed transaction wrote them all (they need not be looked up)."""
 
     async def vouched(self, positions: Iterable[int]) -> dict[int, ChainRow]:
         """The rows at ``positions`` that the chain vouches for, by position.

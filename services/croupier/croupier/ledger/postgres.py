@@ -487,19 +487,12 @@ class PostgresLedger(Ledger):
         return {name: recorded.astimezone(UTC) for name, recorded in rows}
 
     @_reaching
-    async def mark_published(self, message_ids: Iterable[str]) -> None:
+    async def mark_published(self, message_ids: Iterable[str], *, written: bool = False) -> None:
         ids = list(dict.fromkeys(message_ids))
         if not ids:
             return
         async with (await self.pool()).acquire() as conn, conn.transaction():
-            known = [
-                r[0]
-                for r in await conn.fetch(
-                    "SELECT message_id FROM outbox WHERE message_id = ANY($1::text[]) "
-                    "ORDER BY message_id",
-                    ids,
-                )
-            ]
+            known = sorted(ids) if written else await _known(conn, ids)
             mark = None
             if known and self.trust.signing:
                 key_id, signature = self.trust.sign_mark(known)
@@ -959,6 +952,15 @@ async def _versions(conn: Conn, streams: list[str]) -> dict[str, int]:
 async def _head(conn: Conn) -> tuple[int, str]:
     row = await conn.fetchrow("SELECT position, hash FROM events ORDER BY position DESC LIMIT 1")
     return (0, GENESIS_HASH) if row is None else (row[0], row[1])
+
+
+async def _known(conn: Conn, ids: list[str]) -> list[str]:
+    """The ``ids`` the outbox holds, in order."""
+    rows = await conn.fetch(
+        "SELECT message_id FROM outbox WHERE message_id = ANY($1::text[]) ORDER BY message_id",
+        ids,
+    )
+    return [row[0] for row in rows]
 
 
 async def _outbox_by_id(conn: Conn, ids: list[str]) -> dict[str, tuple[str, str, str]]:

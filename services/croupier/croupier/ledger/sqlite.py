@@ -200,7 +200,7 @@ class SqliteLedger(Ledger):
         )
         return {name: datetime.fromisoformat(recorded) for name, recorded in rows}
 
-    async def mark_published(self, message_ids: Iterable[str]) -> None:
+    async def mark_published(self, message_ids: Iterable[str], *, written: bool = False) -> None:
         ids = list(dict.fromkeys(message_ids))
         if ids:
             await self._writer.run(lambda conn: _mark_published(conn, ids, self.trust))

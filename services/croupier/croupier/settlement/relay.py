@@ -276,7 +276,7 @@ class OutboxRelay:
     ) -> None:
         if done is not None:
             page, outgoing, refused = done
-            await self._mark(outgoing, refused)
+            await self._mark(outgoing, refused, written=True)
             self.own.done(page)
 
     async def relay_pending(self) -> int:
@@ -361,10 +361,13 @@ class OutboxRelay:
             return []
         return await self._list(frozenset(m.message_id for m in in_flight))
 
-    async def _mark(self, sent: Sequence[Outgoing], refused: Mapping[str, Refused]) -> None:
-        """Record a confirmed page: published, and what the broker refused set aside."""
+    async def _mark(
+        self, sent: Sequence[Outgoing], refused: Mapping[str, Refused], *, written: bool = False
+    ) -> None:
+        """Record a confirmed page: published, and what the broker refused set aside
+        (``written``: messages this process's own transactions wrote)."""
         published = [m for m in sent if m.message_id not in refused]
-        await self.ledger.mark_published([m.message_id for m in published])
+        await self.ledger.mark_published([m.message_id for m in published], written=written)
         if refused:
             await self.ledger.set_aside({i: f"{r.kind}: {r.reason}" for i, r in refused.items()})
             self._count_set_aside(list(refused.values()))
