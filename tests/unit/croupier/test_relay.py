@@ -454,8 +454,11 @@ async def test_committed_results_take_turns_and_a_failure_loses_none(ledger: Led
     with pytest.raises(BusError):
         await relay.relay_committed()
     assert small in pages[0]
+    waiting = counter(relay.metrics, "croupier_outbox_backlog")
+    assert waiting == len(relay.own) > 0  # what the broker has not confirmed shows
     assert await relay.relay_committed() > 0
     assert not relay.own and relay.own.oldest is None
+    assert counter(relay.metrics, "croupier_outbox_backlog") == 0
     assert await ledger.pending_outbox() == []
     assert broker.confirmed == {m.message_id for _, ms in outbox for m in ms}
 

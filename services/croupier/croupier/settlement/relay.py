@@ -255,6 +255,7 @@ class OutboxRelay:
         page, the page before it is marked. A failure puts what was not marked back first.
         """
         taken, done = 0, None
+        self._gauge_backlog()
         page = self.own.take(self.batch, self.turn)
         try:
             while page:
@@ -267,6 +268,8 @@ class OutboxRelay:
         except BaseException:
             self.own.retake()
             raise
+        finally:
+            self._gauge_backlog()
         return taken
 
     async def _mark_own(
@@ -310,7 +313,8 @@ class OutboxRelay:
             done = (sendable, refused)
         if done is not None:
             await self._mark(*done)
-        self.metrics.outbox_backlog.set(self._backlog if self.more else 0)
+        self._backlog = self._backlog if self.more else 0
+        self._gauge_backlog()
         return taken
 
     async def _horizon(self) -> int | None:
@@ -339,7 +343,7 @@ class OutboxRelay:
         turns = Counter(m.position for m in pending)
         self.more = len(pending) == self.batch or max(turns.values(), default=0) >= self.turn
         self._backlog = len(pending)
-        self.metrics.outbox_backlog.set(len(pending))
+        self._gauge_backlog()
         return pending
 
     async def _publish(self, sendable: Sequence[Outgoing]) -> dict[str, Refused]:
@@ -412,6 +416,10 @@ class OutboxRelay:
             await self.ledger.set_aside({i: f"refused: {why}" for i, why in refused.items()})
             self.metrics.refused.inc(len(refused))
         return vouched
+
+    def _gauge_backlog(self) -> None:
+        """What waits: this process's own, and the holder's last page listed."""
+        self.metrics.outbox_backlog.set(len(self.own) + self._backlog)
 
     def _activate(self, held: bool) -> None:
         if held != self.active:
