@@ -85,6 +85,13 @@ async def test_sigkill_mid_stream_then_restart_settles_every_round_once(
         await eventually(
             lambda: _settled_all(postgres_database, len(tables)), 60, "every round closed"
         )
+
+        async def all_marked() -> bool:
+            return await pending_results(postgres_database) == 0
+
+        # What the killed process committed and published without marking it, the new one
+        # publishes again once it holds the relay lease (the old holder's term ran out).
+        await eventually(all_marked, 60, "every result marked published")
         second.process.send_signal(signal.SIGTERM)
         assert await second.exit_code() == 0, second.tail()
     await wallet.drain()
