@@ -107,6 +107,9 @@ TURN: Final = 250
 
 A = TypeVar("A")
 B = TypeVar("B")
+#: A page of this process's own messages as published: (position, message) each, what went
+#: to the broker, and what it refused by id.
+_Published = tuple[Sequence[tuple[int, OutboxMessage]], Sequence[Outgoing], Mapping[str, Refused]]
 
 
 def instance_name() -> str:
@@ -272,11 +275,7 @@ class OutboxRelay:
             self._gauge_backlog()
         return taken
 
-    async def _mark_own(
-        self,
-        done: tuple[Sequence[tuple[int, OutboxMessage]], Sequence[Outgoing], Mapping[str, Refused]]
-        | None,
-    ) -> None:
+    async def _mark_own(self, done: _Published | None) -> None:
         if done is not None:
             page, outgoing, refused = done
             await self._mark(outgoing, refused, written=True)
