@@ -9,7 +9,9 @@ in the tests (see :mod:`holdem.integrity.terms` for what the terms are).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from typing import Any, Final
@@ -46,6 +48,33 @@ class PreparedRound:
     def terms(self) -> Terms:
         """The round's terms."""
         return calculator(self.table).terms(self.round)
+
+
+#: Rounds a worker thread takes at a time when terms are summed over many.
+TERMS_CHUNK: Final = 256
+
+Labels = tuple[str, str, str]
+
+
+def summed_terms(
+    rounds: Sequence[PreparedRound], advance: Callable[[int], None] = lambda _: None
+) -> dict[Labels, Terms]:
+    """The terms of ``rounds`` summed per game, pay table and currency, in the rounds'
+    order (so the sums are the same whatever the threads). Chunks of rounds are worked on
+    a thread per core: the exact sweeps of several-box rounds run outside the interpreter's
+    lock. ``advance``: told how many rounds each chunk held, in order."""
+    chunks = [rounds[i : i + TERMS_CHUNK] for i in range(0, len(rounds), TERMS_CHUNK)]
+    totals: dict[Labels, Terms] = {}
+    with ThreadPoolExecutor(max(1, len(os.sched_getaffinity(0)))) as pool:
+        for chunk, terms in zip(chunks, pool.map(_chunk_terms, chunks), strict=True):
+            for prepared, each in zip(chunk, terms, strict=True):
+                totals[prepared.labels] = totals.get(prepared.labels, Terms()) + each
+            advance(len(chunk))
+    return totals
+
+
+def _chunk_terms(chunk: Sequence[PreparedRound]) -> list[Terms]:
+    return [prepared.terms() for prepared in chunk]
 
 
 class NoCards(ValueError):

@@ -33,7 +33,7 @@ from croupier.cli.console import (
 from croupier.cli.progress import Progress
 from croupier.errors import CommandError, ExitCode
 from croupier.ledger import Ledger
-from croupier.reports.integrity import NoCards, PreparedRound, prepare_settled
+from croupier.reports.integrity import NoCards, PreparedRound, prepare_settled, summed_terms
 from croupier.settlement.round import SETTLED
 from holdem import Game, PayTable, load_paytable, paytable_ids
 from holdem.integrity import tables
@@ -116,11 +116,8 @@ async def _integrity(url: str, start: datetime | None, end: datetime | None) -> 
         async with ledger_at(url) as ledger:
             rounds, no_cards = await _read(ledger, start, end)
         prepare_tables((prepared.table for prepared in rounds), build=len(rounds) >= BUILD_FROM)
-        totals: dict[tuple[str, str, str], Terms] = {}
         with Progress("integrity: rounds", "rounds", len(rounds)) as progress:
-            for prepared in progress.track(rounds):
-                labels = prepared.labels
-                totals[labels] = totals.get(labels, Terms()) + prepared.terms()
+            totals = summed_terms(rounds, progress.advance)
     finally:
         gc.unfreeze()
     return _report(totals, no_cards, start, end)
