@@ -30,7 +30,8 @@ from croupier.projection.integrity import (
     row_of,
 )
 from croupier.projection.projector import Projector
-from croupier.reports.integrity import settled_terms
+from croupier.reports import integrity as integrity_report
+from croupier.reports.integrity import prepare_settled, settled_terms, summed_terms
 from croupier.settlement.round import SETTLED
 from holdem.integrity.terms import Terms
 
@@ -195,3 +196,25 @@ async def test_the_command_recomputes_the_period_from_the_ledger(
         check=False,
     )  # fmt: skip
     assert backwards.returncode == 2 and "--from must be before --to" in backwards.stderr
+
+
+async def test_terms_summed_on_threads_equal_the_sum_round_by_round(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``summed_terms`` works chunks of rounds on several threads and sums them in the
+    rounds' order: every total equals the one-thread sum exactly, several-box rounds
+    included, and the progress counts every round once."""
+    monkeypatch.setattr(integrity_report, "TERMS_CHUNK", 7)  # many chunks for few rounds
+    rounds = [
+        prepared
+        for record in await ledger.read_all(0, 1_000_000)
+        if record.type == SETTLED
+        for prepared in prepare_settled(record.data)
+    ]
+    assert any(len(prepared.round.boxes) > 1 for prepared in rounds)
+    one_by_one: dict[tuple[str, str, str], Terms] = {}
+    for prepared in rounds:
+        one_by_one[prepared.labels] = one_by_one.get(prepared.labels, Terms()) + prepared.terms()
+    advanced: list[int] = []
+    assert summed_terms(rounds, advanced.append) == one_by_one
+    assert sum(advanced) == len(rounds) and len(advanced) > 2
