@@ -222,7 +222,7 @@ class PendingMessage:
     text: str = ""
 
 
-#: ``pending_outbox``'s bound on positions when none is given.
+#: ``pending_outbox``'s bound (on positions and on ``seq``) when none is given.
 THROUGH_ALL: Final = 2**62
 
 #: Open streams ``open_streams`` remembers per scope at most (beyond: it searches from the floor).
@@ -540,7 +540,10 @@ class Ledger(ABC):
             after, contiguous = floor.through[0], False
             waiting.update(floor.through[1])  # their events have messages in flight
             fetch = limit
-        last = THROUGH_ALL if through is None else through
+        # The position bound as a seq bound: each read is then a range of the outbox's
+        # primary key, however many rows lie beyond it.
+        through = THROUGH_ALL if through is None else through
+        last = THROUGH_ALL if through == THROUGH_ALL else await self._outbox_seq_through(through)
         rows = await self._outbox_after(after, fetch, last)
         while rows and len(pending) < limit:
             await self._check_marks(rows)
@@ -573,7 +576,7 @@ class Ledger(ABC):
                     if len(pending) == limit:
                         break
                     if per_event is not None and taken[position] >= per_event:
-                        later = await self._outbox_past(position, limit, last)
+                        later = await self._outbox_past(position, limit, through)
                         if await self._none_pending(later, limit, skip):
                             per_event = None  # no other event waits: this one goes on
                             continue
@@ -835,9 +838,14 @@ class Ledger(ABC):
         """Raw rows for verification, ``position > after_position`` in position order."""
 
     @abstractmethod
-    async def _outbox_after(self, after_seq: int, limit: int, through: int) -> list[OutboxRow]:
-        """Outbox rows with ``seq > after_seq`` in seq order, with their markers' marks, of
-        events at or below position ``through``."""
+    async def _outbox_after(self, after_seq: int, limit: int, through_seq: int) -> list[OutboxRow]:
+        """Outbox rows with ``after_seq < seq <= through_seq`` in seq order, with their
+        markers' marks."""
+
+    @abstractmethod
+    async def _outbox_seq_through(self, position: int) -> int:
+        """The highest ``seq`` of an outbox row of an event at or below ``position`` (0:
+        none); rows get both under the append lock, so every row up to it is such a row."""
 
     @abstractmethod
     async def _outbox_past(self, position: int, limit: int, through: int) -> list[OutboxRow]:

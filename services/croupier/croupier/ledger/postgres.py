@@ -637,15 +637,23 @@ class PostgresLedger(Ledger):
         return [_chain_row(row) for row in rows]
 
     @_reaching
-    async def _outbox_after(self, after_seq: int, limit: int, through: int) -> list[OutboxRow]:
+    async def _outbox_after(self, after_seq: int, limit: int, through_seq: int) -> list[OutboxRow]:
         rows = await (await self.pool()).fetch(
-            f"SELECT {_OUTBOX_COLUMNS} FROM outbox o WHERE o.seq > $1 AND o.position <= $3 "
+            f"SELECT {_OUTBOX_COLUMNS} FROM outbox o WHERE o.seq > $1 AND o.seq <= $3 "
             "ORDER BY o.seq LIMIT $2",
             after_seq,
             limit,
-            through,
+            through_seq,
         )
         return [_outbox_row(row) for row in rows]
+
+    @_reaching
+    async def _outbox_seq_through(self, position: int) -> int:
+        seq = await (await self.pool()).fetchval(
+            "SELECT seq FROM outbox WHERE position <= $1 ORDER BY position DESC, seq DESC LIMIT 1",
+            position,
+        )
+        return int(seq or 0)
 
     @_reaching
     async def _outbox_past(self, position: int, limit: int, through: int) -> list[OutboxRow]:

@@ -294,12 +294,20 @@ class SqliteLedger(Ledger):
         sql = f"SELECT {_COLUMNS} FROM events WHERE position > ? ORDER BY position LIMIT ?"
         return [ChainRow(*row) for row in await self._read(sql, (after_position, limit))]
 
-    async def _outbox_after(self, after_seq: int, limit: int, through: int) -> list[OutboxRow]:
+    async def _outbox_after(self, after_seq: int, limit: int, through_seq: int) -> list[OutboxRow]:
         sql = (
-            f"SELECT {_OUTBOX_COLUMNS} FROM outbox o WHERE o.seq > ? AND o.position <= ? "
+            f"SELECT {_OUTBOX_COLUMNS} FROM outbox o WHERE o.seq > ? AND o.seq <= ? "
             "ORDER BY o.seq LIMIT ?"
         )
-        return [_outbox_row(row) for row in await self._read(sql, (after_seq, through, limit))]
+        return [_outbox_row(row) for row in await self._read(sql, (after_seq, through_seq, limit))]
+
+    async def _outbox_seq_through(self, position: int) -> int:
+        sql = (
+            "SELECT max(seq) FROM outbox WHERE position = "
+            "(SELECT max(position) FROM outbox WHERE position <= ?)"
+        )
+        ((seq,),) = await self._read(sql, (position,))
+        return int(seq or 0)
 
     async def _outbox_past(self, position: int, limit: int, through: int) -> list[OutboxRow]:
         sql = (
