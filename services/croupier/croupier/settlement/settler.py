@@ -19,7 +19,6 @@ timed out. Without, appends are not fenced (the single-instance service, replay)
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
@@ -39,13 +38,13 @@ from croupier.settlement.meters import Meters
 from croupier.settlement.repository import RoundRepository
 from croupier.settlement.results import ResultBody, decided_result_chunks
 from croupier.settlement.round import HELD, REJECTED, SETTLED, VOIDED, Round, Status, stream_name
+from croupier.settlement.runtime import Turn
 
 REJECTIONS_STREAM: Final = "rejections"
 ROUND_PREFIX: Final = "round:"
-_YIELD_EVERY: Final = 128  # messages decided between yields to the event loop
-#: Results encoded between yields to the event loop: a round of 100,000 players takes
-#: seconds to encode, longer than the broker's heartbeat and other tables may wait.
-_RESULTS_EVERY: Final = 2_000
+#: Results encoded at a time, between which the event loop may take a turn: a round of
+#: 100,000 players takes seconds to encode, longer than other tables may wait.
+_RESULTS_EVERY: Final = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,7 +160,8 @@ class Settler:
             work.report.found_closed += await self.repository.load(
                 [p for p in places if p is not None], work.rounds, work.versions
             )
-            for index, (message, event) in enumerate(zip(batch, parsed, strict=True)):
+            turn = Turn()  # a commit in flight makes progress between turns
+            for message, event in zip(batch, parsed, strict=True):
                 if isinstance(event, ContractError):
                     work.report.handled += await self._refuse(message, event, work)
                     continue
@@ -171,9 +171,9 @@ class Settler:
                 if unread:
                     await self.meters.read(unread)
                 work.report.handled += self._decide(message, stream, state, event, work)
-                if index % _YIELD_EVERY == _YIELD_EVERY - 1:
-                    await asyncio.sleep(0)  # let a commit in flight make progress
-            await self._encode_results(work)
+                if turn.over():
+                    await turn.give()
+            await self._encode_results(work, turn)
         except BaseException:
             self.forget()
             raise
@@ -230,7 +230,7 @@ class Settler:
                 work.add(stream, fact)
                 work.report.handled.append(_handled_fact(fact))
         try:
-            await self._encode_results(work)
+            await self._encode_results(work, Turn())
             await self._commit(work)
         except BaseException:
             self.forget()
@@ -404,15 +404,16 @@ class Settler:
         ref = message.ref if message is not None else 0
         return [_handled_fact(fact, ref if i == 0 else 0) for i, fact in enumerate(facts)]
 
-    async def _encode_results(self, work: Decided) -> None:
+    async def _encode_results(self, work: Decided, turn: Turn) -> None:
         """Put the wallet results of the batch's closing facts in its outbox, in order,
-        letting the event loop run between chunks (heartbeats, other tables' relaying)."""
+        letting the event loop take turns between chunks (heartbeats, other tables'
+        relaying, a commit in flight)."""
         for fact in work.closings:
             messages: list[OutboxMessage] = []
             for chunk in decided_result_chunks(fact.type, fact.data, fact.key, _RESULTS_EVERY):
                 messages += chunk
-                if len(chunk) == _RESULTS_EVERY:
-                    await asyncio.sleep(0)
+                if turn.over():
+                    await turn.give()
             work.outbox += messages
             work.results[fact.key] = messages
         work.closings.clear()
