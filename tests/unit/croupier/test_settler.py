@@ -274,6 +274,39 @@ async def test_the_jackpot_meter_moves_across_rounds_and_reseeds_after_a_royal(
     assert jackpot.returned == 100 + SEED + 3 * contribution
 
 
+async def test_a_lost_race_on_a_shared_meter_reads_back_only_that_batch_s_rounds(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two instances move one jackpot pool: the one with the stale level meets a version
+    conflict, and forgets the meter and the rounds of that batch only. Its other open
+    rounds (a table half-way through its round) stay in memory as recorded, and are not
+    read back from the ledger when that round goes on."""
+    settler = Settler(ledger)
+    waiting = ch_round(RoundFeed(table_id="t9", round_id="w1"))
+    await settler.handle(inbound(waiting[:4]))  # open, two bets in
+    plain = [ch_round(RoundFeed(round_id=f"r{n}"), CH_PROGRESSIVE, jackpot=True) for n in (1, 2)]
+    await settler.handle(inbound(plain[0]))
+    await Settler(ledger).handle(inbound(plain[1]))  # another instance moves the pool on
+    third = ch_round(RoundFeed(round_id="r3"), CH_PROGRESSIVE, jackpot=True)
+    with pytest.raises(VersionConflict):
+        await settler.handle(inbound(third))
+    read: list[str] = []
+    read_streams = ledger.read_streams
+
+    async def counted(streams: Sequence[str]) -> Any:
+        read.extend(streams)
+        return await read_streams(streams)
+
+    monkeypatch.setattr(ledger, "read_streams", counted)
+    assert {h.verdict for h in (await settler.handle(inbound(third))).handled} == {"accepted"}
+    rounds_read = [s for s in read if s.startswith("round:")]
+    assert rounds_read == ["round:t1:r3"]  # the failed batch's round, read back for the retry
+    report = await settler.handle(inbound(waiting[4:], first_ref=50))
+    assert [s for s in read if s.startswith("round:")] == rounds_read  # went on from memory
+    assert {h.verdict for h in report.handled} == {"accepted"}
+    assert {r.round_id for r in models(report)} == {"w1"}
+
+
 async def test_a_progressive_round_opened_last_settles_with_the_meter(ledger: Ledger) -> None:
     events = ch_round(RoundFeed(), CH_PROGRESSIVE, jackpot=True)
     report = await Settler(ledger).handle(inbound([*events[1:], events[0]]))

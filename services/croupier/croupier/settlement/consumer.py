@@ -146,7 +146,6 @@ class FeedConsumer:
             report = await self.settler.expire(self.held_timeout, self.round_timeout)
         except Exception as error:
             log.warning("timeouts not recorded yet; retrying", error=repr(error))
-            self.settler.forget()
             return
         if report.handled or report.closed:
             self.on_commit(report)
@@ -290,7 +289,6 @@ class FeedConsumer:
         if self.healthy:
             log.warning("transient fault; retrying without acking", error=repr(error))
         self.healthy = False
-        self.settler.forget()
         log.debug("backing off", seconds=delay)
 
     def _observe(self, report: BatchReport, size: int, seconds: float) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Final
 
 from contract.events import FeedEvent
@@ -111,6 +111,16 @@ class RoundRepository:
     def forget(self) -> None:
         """Drop every round; they are read back from the ledger when needed."""
         self._rounds.clear()
+
+    def forget_touched(self, streams: Iterable[str], since: int | None = None) -> None:
+        """Drop these rounds, and with ``since`` every round a batch numbered ``since`` or
+        later touched; they are read back from the ledger when needed."""
+        for stream in streams:
+            self._rounds.pop(stream, None)
+        if since is not None:
+            for stream, (_, _, number) in list(self._rounds.items()):
+                if number >= since:
+                    del self._rounds[stream]
 
 
 async def read_back(state: Round, records: Sequence[RecordedEvent]) -> None:

@@ -8,8 +8,9 @@ outbox, all in one ledger append.
 Replay and the live consumer both hand their messages here, so a recorded feed settles
 through exactly the code the service runs. A batch is one ledger transaction: every round
 it touches is appended under optimistic concurrency with its settlement results in the
-outbox, or nothing is. After a failed append the settler forgets what it cached and reads
-the rounds back from the ledger, so a retry decides the same way.
+outbox, or nothing is. After a failed append the settler forgets what that batch (and any
+decided after it) touched and reads those rounds back from the ledger, so a retry decides
+the same way; the other rounds in memory stay, as recorded.
 
 Given a ``fence`` (an instance sharing the partitions, ``croupier.settlement.partitions``),
 every append that writes to rounds is fenced by their tables' partitions: ``Fenced``, nothing
@@ -175,7 +176,7 @@ class Settler:
                     await turn.give()
             await self._encode_results(work, turn)
         except BaseException:
-            self.forget()
+            self._forget_failed(work)
             raise
         for stream, state in work.rounds.items():
             self.repository.remember(stream, state, work.versions[stream], work.number)
@@ -191,7 +192,7 @@ class Settler:
         try:
             await self._commit(work)
         except BaseException:
-            self.forget()
+            self._forget_failed(work, later=True)
             raise
         for stream, state in work.rounds.items():
             self.repository.committed(stream, state, work.number)
@@ -233,7 +234,7 @@ class Settler:
             await self._encode_results(work, Turn())
             await self._commit(work)
         except BaseException:
-            self.forget()
+            self._forget_failed(work)
             raise
         for stream, state in work.rounds.items():
             if state.status is not Status.OPEN or (state.table is None and not state.held):
@@ -257,8 +258,8 @@ class Settler:
         return work.report
 
     async def quarantine(self, message: Inbound, error: BaseException) -> BatchReport:
-        """Keep a message that settlement itself fails on, with the error, in the ledger."""
-        self.forget()
+        """Keep a message that settlement itself fails on, with the error, in the ledger
+        (its failed attempt dropped what it touched from memory)."""
         message = _bounded(message)
         reason = f"settlement failed on this message: {error!r}"
         delivery = _delivery(message) if self.dead_letters else None
@@ -285,6 +286,17 @@ class Settler:
     def forget(self) -> None:
         """Drop cached rounds and meters; they are read back from the ledger when needed."""
         self.repository.forget()
+        self.meters.forget()
+
+    def _forget_failed(self, work: Decided, *, later: bool = False) -> None:
+        """A batch failed (decided or committed): drop the rounds it touched, with ``later``
+        those of every batch decided after it too (memory holds their decided, unrecorded
+        state), and the meters. Every other round in memory is as the ledger recorded it,
+        and stays: a lost race on a shared jackpot meter, or a database that went away,
+        costs a read back of the batch's rounds, not of every open round. A round in memory
+        that another writer moved on since meets a version conflict at its next append,
+        and is dropped then."""
+        self.repository.forget_touched(work.rounds, work.number if later else None)
         self.meters.forget()
 
     # -- deciding --------------------------------------------------------------------------
