@@ -163,6 +163,13 @@ class LedgerSuite:
         assert stream[:3] == appended[:3]
         assert await ledger.read_stream("round:none") == []
 
+    async def test_read_last_is_the_stream_s_last_event(self, ledger: Ledger) -> None:
+        await ledger.append([append("round:A", 0, 3), append("round:B", 0, 2)])
+        await ledger.append([append("round:A", 3, 1)])
+        assert await ledger.read_last("round:A") == (await ledger.read_stream("round:A"))[-1]
+        assert (await ledger.read_last("round:B")) == (await ledger.read_stream("round:B"))[-1]
+        assert await ledger.read_last("round:none") is None
+
     async def test_data_round_trips_exactly(self, ledger: Ledger) -> None:
         data = {
             "amount": 10**20,

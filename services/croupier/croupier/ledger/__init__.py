@@ -475,6 +475,11 @@ class Ledger(ABC):
         return (await self.read_streams([stream]))[stream]
 
     @abstractmethod
+    async def read_last(self, stream: str) -> RecordedEvent | None:
+        """The last event of ``stream`` (None for a new stream): one index probe, however
+        long the stream (a jackpot meter moves every round of every table on its pool)."""
+
+    @abstractmethod
     async def read_all(self, after_position: int = 0, limit: int = 1000) -> list[RecordedEvent]:
         """Up to ``limit`` events with position > ``after_position``, in position order."""
 

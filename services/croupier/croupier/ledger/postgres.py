@@ -429,6 +429,13 @@ class PostgresLedger(Ledger):
         return found
 
     @_reaching
+    async def read_last(self, stream: str) -> RecordedEvent | None:
+        row = await (await self.pool()).fetchrow(
+            f"{_SELECT} WHERE stream = $1 ORDER BY version DESC LIMIT 1", stream
+        )
+        return None if row is None else _recorded(row)
+
+    @_reaching
     async def read_all(self, after_position: int = 0, limit: int = 1000) -> list[RecordedEvent]:
         rows = await (await self.pool()).fetch(
             f"{_SELECT} WHERE position > $1 ORDER BY position LIMIT $2", after_position, limit

@@ -176,6 +176,13 @@ class SqliteLedger(Ledger):
             found[row[1]].append(recorded(ChainRow(*row)))
         return found
 
+    async def read_last(self, stream: str) -> RecordedEvent | None:
+        rows = await self._read(
+            f"SELECT {_COLUMNS} FROM events WHERE stream = ? ORDER BY version DESC LIMIT 1",
+            (stream,),
+        )
+        return recorded(ChainRow(*rows[0])) if rows else None
+
     async def read_all(self, after_position: int = 0, limit: int = 1000) -> list[RecordedEvent]:
         return [recorded(row) for row in await self._chain_page(after_position, limit)]
 

@@ -68,9 +68,8 @@ class Meters:
     async def read(self, meters: Sequence[tuple[str, int]]) -> None:
         """Read these meters (stream, seed) from the ledger: the seed for a new one."""
         for key, seed in meters:
-            recorded = await self.ledger.read_stream(key)
-            level = recorded[-1].data["after"] if recorded else seed
-            self._levels[key] = (level, len(recorded))
+            last = await self.ledger.read_last(key)
+            self._levels[key] = (seed, 0) if last is None else (last.data["after"], last.version)
 
     def level(self, table: PayTable, currency: str, pending: Mapping[str, int]) -> int:
         """The meter's level: as ``pending`` (a batch being decided) left it, else as known."""
