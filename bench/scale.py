@@ -309,6 +309,7 @@ class Scraped:
     released: float
     lost: float
     fenced: float
+    lost_races: float
 
     @classmethod
     def of(cls, text: str) -> Scraped:
@@ -320,6 +321,7 @@ class Scraped:
             released=metric_sum(text, f'{handovers}{{how="released"}}'),
             lost=metric_sum(text, f'{handovers}{{how="lost"}}'),
             fenced=metric_sum(text, "croupier_appends_fenced_total"),
+            lost_races=metric_sum(text, 'croupier_batch_retries_total{reason="lost_race"}'),
         )
 
 
@@ -690,6 +692,7 @@ def print_report(report: Report, anchor: float | None) -> None:
             f"released {sum(s.released for s in run.scraped):.0f}, "
             f"lost {sum(s.lost for s in run.scraped):.0f}; "
             f"fenced appends {sum(s.fenced for s in run.scraped):.0f}; "
+            f"lost races {sum(s.lost_races for s in run.scraped):.0f}; "
             f"load average {run.load[0]:.1f} -> {run.load[1]:.1f}"
         )
     for n, found in report.problems().items():

@@ -106,6 +106,14 @@ class Metrics:
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10),
             registry=r,
         )
+        self.batch_retries = Counter(
+            "croupier_batch_retries",
+            "Batches settled again after an attempt failed, by reason: lost_race (a stream "
+            "another writer moved on, such as a jackpot meter shared with another instance; "
+            "decided again at once), ledger_unavailable, broker, head_not_signed, io, error",
+            ["reason"],
+            registry=r,
+        )
         self.batch_size = Histogram(
             "croupier_batch_messages",
             "Feed messages per ledger transaction",

@@ -18,13 +18,20 @@ from croupier.ledger import (
     LedgerError,
     LedgerUnavailable,
     StreamAppend,
+    VersionConflict,
     open_ledger,
 )
 from croupier.ledger.signing import LedgerKey
 from croupier.metrics import Metrics
-from croupier.settlement.consumer import FeedConsumer, is_transient
+from croupier.settlement.consumer import (
+    LOST_RACES_AT_ONCE,
+    RETRY_REASONS,
+    FeedConsumer,
+    is_transient,
+    retry_reason,
+)
 from croupier.settlement.facts import Fact
-from croupier.settlement.settler import Inbound, Settler
+from croupier.settlement.settler import BatchReport, Inbound, Settler
 
 
 async def test_a_ledger_out_of_reach_is_a_fault_to_retry(tmp_path: Path) -> None:
@@ -99,3 +106,57 @@ async def test_a_batch_fenced_after_a_transient_fault_leaves_the_consumer_ready(
 
     assert settler.calls == 2 and bus.dropped == {3}
     assert consumer.healthy
+
+
+class _LosesRaces:
+    """A settler whose append meets ``losses`` version conflicts (another writer moved a
+    shared jackpot meter on), then commits; it notes whether the consumer was healthy at
+    each attempt."""
+
+    def __init__(self, consumer: list[FeedConsumer], losses: int) -> None:
+        self.consumer, self.losses = consumer, losses
+        self.healthy_at: list[bool] = []
+
+    async def handle(self, batch: Sequence[Inbound]) -> BatchReport:
+        self.healthy_at.append(self.consumer[0].healthy)
+        if len(self.healthy_at) <= self.losses:
+            raise VersionConflict("jackpot:casino-holdem/progressive:EUR", 4, 5)
+        return BatchReport()
+
+
+async def _retried(losses: int) -> tuple[_LosesRaces, Metrics]:
+    bus, metrics, consumer = MemoryBus(), Metrics(), []
+    settler = _LosesRaces(consumer, losses)
+    consumer.append(FeedConsumer(bus, cast(Settler, settler), metrics))
+    await bus.publish_feed("t.round.opened", b"{}", "m1")
+    await consumer[0]._process(await bus.next_batch(10, 0))
+    return settler, metrics
+
+
+def _retries(metrics: Metrics, reason: str) -> float:
+    return metrics.registry.get_sample_value("croupier_batch_retries_total", {"reason": reason})
+
+
+async def test_a_lost_race_is_decided_again_at_once_and_counted_not_a_fault() -> None:
+    """Two instances moving one jackpot pool lose races to each other in normal work: the
+    batch is decided again at once, the consumer stays ready, and the race is counted. Past
+    ``LOST_RACES_AT_ONCE`` in a row it is handled as a transient fault (backing off, not
+    ready meanwhile), so a conflict that does not clear cannot spin."""
+    settler, metrics = await _retried(LOST_RACES_AT_ONCE)
+    assert settler.healthy_at == [True] * (LOST_RACES_AT_ONCE + 1)
+    assert _retries(metrics, "lost_race") == LOST_RACES_AT_ONCE
+
+    settler, metrics = await _retried(LOST_RACES_AT_ONCE + 1)
+    assert settler.healthy_at == [True] * (LOST_RACES_AT_ONCE + 1) + [False]
+    assert _retries(metrics, "lost_race") == LOST_RACES_AT_ONCE + 1
+
+
+def test_every_retry_reason_is_listed_in_one_place() -> None:
+    assert retry_reason(VersionConflict("s", 1, 2)) == "lost_race"
+    assert retry_reason(LedgerUnavailable(ConnectionResetError())) == "ledger_unavailable"
+    assert retry_reason(HeadNotSigned(3, 2)) == "head_not_signed"
+    assert retry_reason(TimeoutError()) == "io"
+    assert retry_reason(RuntimeError()) == "error"
+    assert {reason for _, reason in RETRY_REASONS} | {"error"} == {
+        "lost_race", "ledger_unavailable", "broker", "head_not_signed", "io", "error"
+    }  # fmt: skip

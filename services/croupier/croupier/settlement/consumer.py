@@ -65,6 +65,20 @@ DEFAULT_HELD_TIMEOUT: Final = 300.0
 DEFAULT_ROUND_TIMEOUT: Final = 3600.0
 
 _TRANSIENT: Final = (OSError, TimeoutError, BusError, VersionConflict, LedgerUnavailable)
+#: Lost races (``VersionConflict``) in a row a batch is decided again at once, without
+#: backing off or reporting itself unhealthy; beyond, it is handled as any transient fault.
+LOST_RACES_AT_ONCE: Final = 3
+#: Why a batch was settled again (``croupier_batch_retries_total{reason}``): the first
+#: whose type the error is, else ``error``.
+RETRY_REASONS: Final[
+    tuple[tuple[type[BaseException] | tuple[type[BaseException], ...], str], ...]
+] = (
+    (VersionConflict, "lost_race"),
+    (LedgerUnavailable, "ledger_unavailable"),
+    (BusError, "broker"),
+    (HeadNotSigned, "head_not_signed"),
+    ((OSError, TimeoutError), "io"),
+)
 
 
 def event_age(body: bytes, now: float | None = None) -> float:
@@ -87,6 +101,11 @@ def is_transient(error: BaseException) -> bool:
     so none is quarantined, and nothing is acknowledged until the head is one the key may
     append after."""
     return isinstance(error, (*_TRANSIENT, HeadNotSigned))
+
+
+def retry_reason(error: BaseException) -> str:
+    """The label a failed attempt is counted under (:data:`RETRY_REASONS`)."""
+    return next((reason for kind, reason in RETRY_REASONS if isinstance(error, kind)), "error")
 
 
 class _GivenUp(Exception):
@@ -202,6 +221,7 @@ class FeedConsumer:
         partitions handed over on ``Fenced``)."""
         delay = 0.05
         isolating = False
+        races = 0
         while True:
             try:
                 if isolating:
@@ -227,6 +247,13 @@ class FeedConsumer:
                 batch = remaining
                 continue
             except Exception as error:
+                self.metrics.batch_retries.labels(retry_reason(error)).inc()
+                if isinstance(error, VersionConflict) and races < LOST_RACES_AT_ONCE:
+                    # Another writer moved a stream on (a jackpot meter two instances share):
+                    # nothing is failing, and the batch is decided again on what it wrote.
+                    races += 1
+                    log.debug("lost a race; deciding the batch again", stream=error.stream)
+                    continue
                 # A transient fault, or one while isolating: the quarantine itself could not
                 # be recorded, so the ledger is failing, not the message. Retry; never ack.
                 self._unhealthy(error, delay)
