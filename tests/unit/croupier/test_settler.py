@@ -277,19 +277,27 @@ async def test_the_jackpot_meter_moves_across_rounds_and_reseeds_after_a_royal(
 async def test_a_lost_race_on_a_shared_meter_reads_back_only_that_batch_s_rounds(
     ledger: Ledger, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Two instances move one jackpot pool: the one with the stale level meets a version
-    conflict, and forgets the meter and the rounds of that batch only. Its other open
-    rounds (a table half-way through its round) stay in memory as recorded, and are not
-    read back from the ledger when that round goes on."""
+    """Two instances move one jackpot pool: a royal decided on the stale level meets a
+    version conflict (an award is a share of the level it met), and the settler forgets
+    the meter and the rounds of that batch only. Its other open rounds (a table half-way
+    through its round) stay in memory as recorded, and are not read back from the ledger
+    when that round goes on."""
     settler = Settler(ledger)
     waiting = ch_round(RoundFeed(table_id="t9", round_id="w1"))
     await settler.handle(inbound(waiting[:4]))  # open, two bets in
     plain = [ch_round(RoundFeed(round_id=f"r{n}"), CH_PROGRESSIVE, jackpot=True) for n in (1, 2)]
     await settler.handle(inbound(plain[0]))
     await Settler(ledger).handle(inbound(plain[1]))  # another instance moves the pool on
-    third = ch_round(RoundFeed(round_id="r3"), CH_PROGRESSIVE, jackpot=True)
+    royal = ch_round(
+        RoundFeed(round_id="r3"),
+        CH_PROGRESSIVE,
+        hole="As Ks",
+        flop="Qs Js Ts",
+        jackpot=True,
+        rest="3d 4h",
+    )
     with pytest.raises(VersionConflict):
-        await settler.handle(inbound(third))
+        await settler.handle(inbound(royal))
     read: list[str] = []
     read_streams = ledger.read_streams
 
@@ -298,13 +306,60 @@ async def test_a_lost_race_on_a_shared_meter_reads_back_only_that_batch_s_rounds
         return await read_streams(streams)
 
     monkeypatch.setattr(ledger, "read_streams", counted)
-    assert {h.verdict for h in (await settler.handle(inbound(third))).handled} == {"accepted"}
-    rounds_read = [s for s in read if s.startswith("round:")]
-    assert rounds_read == ["round:t1:r3"]  # the failed batch's round, read back for the retry
+    assert {h.verdict for h in (await settler.handle(inbound(royal))).handled} == {"accepted"}
+    assert read == ["round:t1:r3"]  # the failed batch's round, read back for the retry
     report = await settler.handle(inbound(waiting[4:], first_ref=50))
-    assert [s for s in read if s.startswith("round:")] == rounds_read  # went on from memory
+    assert read == ["round:t1:r3"]  # the waiting round went on from memory
     assert {h.verdict for h in report.handled} == {"accepted"}
     assert {r.round_id for r in models(report)} == {"w1"}
+
+
+async def test_contributions_decided_on_a_stale_level_move_onto_the_level_recorded(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two instances move one jackpot pool, each with the level it last knew. The second
+    to commit is not refused: its contributions (no award) are moved onto the level the
+    other recorded, in its meter facts and its settlement's jackpot movements alike, and
+    it commits without deciding the batch again or reading any round back. The pool's
+    movements keep one recorded order, each continuing from the last, and the postings and
+    results are those decided."""
+    key = meter_stream("casino-holdem/progressive", "EUR")
+    ours, theirs = Settler(ledger), Settler(ledger)
+    rounds = [ch_round(RoundFeed(round_id=f"r{n}"), CH_PROGRESSIVE, jackpot=True) for n in range(4)]
+    await ours.handle(inbound(rounds[0]))
+    await theirs.handle(inbound(rounds[1]))  # reads the meter, moves it on
+    batch = [*rounds[2], *rounds[3]]  # two more movements, decided on the stale level
+    decided = await ours.decide(inbound(batch))
+    expected_results = sorted(decided.outbox, key=lambda m: m.message_id)
+    read: list[str] = []
+    read_streams = ledger.read_streams
+
+    async def counted(streams: Sequence[str]) -> Any:
+        read.extend(streams)
+        return await read_streams(streams)
+
+    monkeypatch.setattr(ledger, "read_streams", counted)
+    report = await ours.commit(decided)
+
+    assert read == []
+    assert sorted(m.message_id for m in decided.outbox) == [m.message_id for m in expected_results]
+    moves = await ledger.read_stream(key)
+    assert [m.version for m in moves] == [1, 2, 3, 4]
+    assert [m.data["settlement"] for m in moves[2:]] == [c.key for c in report.closed]
+    for previous, move in itertools.pairwise(moves):
+        assert move.data["before"] == previous.data["after"]
+    contribution = 100 * 20 // 100
+    assert moves[-1].data["after"] == SEED + 4 * contribution
+    for closed, move in zip(report.closed, moves[2:], strict=True):
+        (movement,) = closed.data["jackpot"]
+        assert (movement["before"], movement["after"]) == (
+            move.data["before"],
+            move.data["after"],
+        )
+    # The next batch starts from the level recorded, and reads the meter once.
+    late = ch_round(RoundFeed(round_id="r9"), CH_PROGRESSIVE, jackpot=True)
+    await ours.handle(inbound(late))
+    assert (await ledger.read_last(key)).data["after"] == SEED + 5 * contribution
 
 
 async def test_a_progressive_round_opened_last_settles_with_the_meter(ledger: Ledger) -> None:

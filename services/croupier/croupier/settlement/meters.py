@@ -9,6 +9,7 @@ settle against it.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from typing import Final
 
@@ -21,11 +22,33 @@ from croupier.settlement.round import Round
 from holdem import PayTable, PayTableError, load_paytable
 
 METER_MOVED: Final = "jackpot.meter_moved"
+METER_PREFIX: Final = "jackpot:"
 
 
 def meter_stream(paytable_id: str, currency: str) -> str:
     """The ledger stream of a jackpot meter."""
-    return f"jackpot:{paytable_id}:{currency}"
+    return f"{METER_PREFIX}{paytable_id}:{currency}"
+
+
+def moved_on(moves: Sequence[Fact], level: int) -> list[Fact] | None:
+    """A batch's movements of one meter (in order) moved onto ``level``, the meter's level as
+    recorded now, when another writer moved it on first: each ``before`` and ``after``
+    shifted alike, the contributions unchanged. None when one of them awards or reseeds:
+    an award is a share of the level it met, so its round must be decided again."""
+    if any(m.data["awarded"] or m.data["reseeded"] for m in moves):
+        return None
+    delta = level - moves[0].data["before"]
+    shifted = [
+        Fact(
+            m.type,
+            {**m.data, "before": m.data["before"] + delta, "after": m.data["after"] + delta},
+            m.key,
+        )
+        for m in moves
+    ]
+    for previous, move in itertools.pairwise(shifted):
+        assert move.data["before"] == previous.data["after"], "a meter's movements chain"
+    return shifted
 
 
 class Meters:

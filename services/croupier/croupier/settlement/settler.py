@@ -26,16 +26,23 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, NamedTuple
 
-from contract.canonical import canonical_json
+from contract.canonical import Encoded, canonical_json
 from contract.codes import RejectionCode
 from contract.events import FeedEvent, read_event
 from contract.feed import ContractError, too_large
 from croupier.bus import KEPT_BYTES, Oversize, keep
-from croupier.ledger import Fence, Ledger, OutboxMessage, RecordedEvent, StreamAppend
+from croupier.ledger import (
+    Fence,
+    Ledger,
+    OutboxMessage,
+    RecordedEvent,
+    StreamAppend,
+    VersionConflict,
+)
 from croupier.logs import context_ids
 from croupier.settlement.deadletters import dead_letter
 from croupier.settlement.facts import Delivery, Fact, event_fact
-from croupier.settlement.meters import Meters
+from croupier.settlement.meters import METER_PREFIX, Meters, moved_on
 from croupier.settlement.repository import RoundRepository
 from croupier.settlement.results import ResultBody, decided_result_chunks
 from croupier.settlement.round import HELD, REJECTED, SETTLED, VOIDED, Round, Status, stream_name
@@ -46,6 +53,9 @@ ROUND_PREFIX: Final = "round:"
 #: Results encoded at a time, between which the event loop may take a turn: a round of
 #: 100,000 players takes seconds to encode, longer than other tables may wait.
 _RESULTS_EVERY: Final = 256
+#: Times a batch's jackpot movements are moved onto a meter another writer moved on first,
+#: before the lost race is left to the caller (decided again).
+REBASES: Final = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -432,22 +442,50 @@ class Settler:
 
     # -- committing ------------------------------------------------------------------------
 
+    async def _rebase(self, work: Decided) -> bool:
+        """After another writer moved a jackpot meter this batch moves (an instance sharing
+        the pool): move the batch's contributions onto each such meter's level as recorded
+        now, in its closing facts too, so the batch commits without being decided again;
+        the pool keeps one recorded order, each movement continuing from the last. False
+        when a movement of a meter moved on awards or reseeds (decided again, then)."""
+        rebased: dict[str, dict[str, tuple[int, int]]] = {}  # closing -> currency -> bounds
+        for stream, moves in list(work.appends.items()):
+            if not stream.startswith(METER_PREFIX):
+                continue
+            last = await self.ledger.read_last(stream)
+            if last is None or last.version == work.expected[stream]:
+                continue
+            shifted = moved_on(moves, last.data["after"])
+            if shifted is None:
+                return False
+            work.appends[stream], work.expected[stream] = shifted, last.version
+            for move in shifted:
+                bounds = rebased.setdefault(move.data["settlement"], {})
+                bounds[move.data["currency"]] = (move.data["before"], move.data["after"])
+        for stream, facts in work.appends.items():
+            if stream.startswith(ROUND_PREFIX):
+                work.appends[stream] = [_moved(f, rebased.get(f.key)) for f in facts]
+        self.meters.forget()  # read again (one probe each) when next needed
+        return True
+
     async def _commit(self, work: Decided) -> None:
         if not work.appends:
             return
-        appends: list[StreamAppend] = []
-        for stream, events in work.appends.items():
-            expected = work.expected.get(stream)
-            if expected is None:  # kept rejections: one recorded before is a no-op anywhere
-                appends += [StreamAppend(stream, None, [event]) for event in events]
-            else:
-                appends.append(StreamAppend(stream, expected, events))
         outbox = [*work.outbox, *work.letters.values()]
         fence = None
         if self.fence is not None:
             tables = {_table_of(s) for s in work.appends if s.startswith(ROUND_PREFIX)}
             fence = self.fence(tables) if tables else None
-        recorded, written = await self.ledger.append_with_new_keys(appends, outbox, fence=fence)
+        for attempt in range(REBASES + 1):
+            try:
+                recorded, written = await self.ledger.append_with_new_keys(
+                    _stream_appends(work), outbox, fence=fence
+                )
+                break
+            except VersionConflict as conflict:
+                lost_on_meter = conflict.stream.startswith(METER_PREFIX)
+                if attempt == REBASES or not lost_on_meter or not await self._rebase(work):
+                    raise
         new = [r for r in recorded if r.key in written]
         # A refused message recorded before (redelivered after a reconnect lost its ack) is
         # not written again, and is not a new rejection to count.
@@ -459,6 +497,30 @@ class Settler:
         work.report.closed = closed
         work.report.written = [(r, work.results[r.key]) for r in closed]
         work.report.outbox = _written(new, work.results, work.letters.values())
+
+
+def _moved(fact: Fact, bounds: Mapping[str, tuple[int, int]] | None) -> Fact:
+    """A closing fact with its jackpot movements' ``before`` and ``after`` as rebased."""
+    if not bounds:
+        return fact
+    jackpot = [
+        {**m, "before": bounds[m["currency"]][0], "after": bounds[m["currency"]][1]}
+        if m["currency"] in bounds
+        else m
+        for m in fact.data["jackpot"]
+    ]
+    return Fact(fact.type, Encoded.plain({**fact.data, "jackpot": jackpot}), fact.key)
+
+
+def _stream_appends(work: Decided) -> list[StreamAppend]:
+    appends: list[StreamAppend] = []
+    for stream, events in work.appends.items():
+        expected = work.expected.get(stream)
+        if expected is None:  # kept rejections: one recorded before is a no-op anywhere
+            appends += [StreamAppend(stream, None, [event]) for event in events]
+        else:
+            appends.append(StreamAppend(stream, expected, events))
+    return appends
 
 
 def _written(
