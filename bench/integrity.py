@@ -669,7 +669,9 @@ def day_facts(rounds: int = DAY_ROUNDS, seed: int = 3) -> tuple[list[str], float
     """A day of settled facts (as the ledger stores them: JSON) from the studio's tables.
 
     Each round is drafted by the studio (bets, cards, decisions with the simple strategy)
-    and settled by the rules core, the fact carrying what ``round.settled`` carries. Also
+    and settled by the rules core, the fact carrying what ``round.settled`` carries. The
+    facts are in the order a ledger records them: every table deals through the day, so
+    their rounds interleave (the k-th of a table's n rounds at k/n of the day). Also
     returns the CPU seconds the rules core took to settle them (the anchor).
     """
     import json
@@ -682,12 +684,13 @@ def day_facts(rounds: int = DAY_ROUNDS, seed: int = 3) -> tuple[list[str], float
         tables=parse_table_specs(list(DAY_TABLES), prefix="day"), rounds=rounds, seed=seed
     )
     master = random.Random(seed)
-    out = []
+    out: list[tuple[float, int, str]] = []
     settling = 0.0
     for index, spec in enumerate(config.tables):
         table = StudioTable(spec, config, random.Random(master.getrandbits(64)), 0)
         meter = table.paytable.jackpot.seed if table.paytable.jackpot else None
-        for _ in range(config.rounds_of(index)):
+        count = config.rounds_of(index)
+        for k in range(count):
             deal, wagers, decisions, folds = _read_draft(table.draft_round().steps)
             jackpot = any(w.spot.value == "jackpot" for w in wagers)
             before = time.process_time()
@@ -718,8 +721,8 @@ def day_facts(rounds: int = DAY_ROUNDS, seed: int = 3) -> tuple[list[str], float
                     for r in settled.results
                 ],
             }
-            out.append(json.dumps(fact))
-    return out, settling
+            out.append((k / count, index, json.dumps(fact)))
+    return [fact for *_, fact in sorted(out)], settling
 
 
 def _text(cards: tuple[int, ...]) -> str:
@@ -780,7 +783,7 @@ def day_here(echo: Callable[[str], None] = print) -> None:
     stored fact) and grouping the facts, building or loading the tables, the terms; wall
     and CPU seconds of each."""
     from contract.canonical import read_json
-    from croupier.cli.commands.integrity import prepare_tables
+    from croupier.cli.commands.integrity import BUILD_FROM, TablesAhead
     from croupier.reports.integrity import prepare_settled, summed_terms
 
     made = time.perf_counter()
@@ -797,13 +800,15 @@ def day_here(echo: Callable[[str], None] = print) -> None:
     load = os.getloadavg()[0]
     marks = [(time.perf_counter(), time.process_time())]
     rounds = []
+    ahead = TablesAhead()  # as croupier integrity: the tables built while the rest is read
     for page in range(0, len(facts), 2_000):  # as croupier integrity reads the ledger
         rounds += [
             p for body in facts[page : page + 2_000] for p in prepare_settled(read_json(body))
         ]
         gc.freeze()
+        ahead.see(rounds)
     marks.append((time.perf_counter(), time.process_time()))
-    prepare_tables(prepared.table for prepared in rounds)
+    ahead.finish(rounds)
     marks.append((time.perf_counter(), time.process_time()))
     totals = summed_terms(rounds)  # as croupier integrity sums them: a thread per core
     marks.append((time.perf_counter(), time.process_time()))
@@ -814,10 +819,10 @@ def day_here(echo: Callable[[str], None] = print) -> None:
     echo(
         f"day: recompute of {len(facts):,} rounds {wall:.1f} s wall, {cpu:.1f} s CPU "
         f"(load {load:.1f} -> {os.getloadavg()[0]:.1f}, {len(os.sched_getaffinity(0))} cores): "
-        f"decode and group {read_w:.1f} s wall / {read_c:.1f} s CPU, "
-        f"{'building' if building else 'loading'} the tables {build_w:.1f} / {build_c:.1f}, "
-        f"terms {terms_w:.1f} / {terms_c:.1f}; without the tables "
-        f"{read_w + terms_w:.1f} s wall, {read_c + terms_c:.1f} s CPU"
+        f"decode and group {read_w:.1f} s wall / {read_c:.1f} s CPU (the tables "
+        f"{'built' if building else 'loaded'} meanwhile, from the first {BUILD_FROM:,} rounds' "
+        f"pay tables), then the rest of the tables {build_w:.1f} / {build_c:.1f}, "
+        f"terms {terms_w:.1f} / {terms_c:.1f}"
     )
     where = "on a fresh machine" if building else "with the tables stored"
     echo(

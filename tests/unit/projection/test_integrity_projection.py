@@ -13,12 +13,16 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from projection_suite import TABLES, settle, studio_feed
 
+from croupier.cli.commands import integrity as integrity_command
 from croupier.ledger import Ledger, open_ledger
 from croupier.metrics import Metrics
 from croupier.projection import open_store
@@ -218,3 +222,61 @@ async def test_terms_summed_on_threads_equal_the_sum_round_by_round(
     advanced: list[int] = []
     assert summed_terms(rounds, advanced.append) == one_by_one
     assert sum(advanced) == len(rounds) and len(advanced) > 2
+
+
+def _met(*ids: str) -> list[Any]:
+    """Rounds as ``TablesAhead`` sees them: only their pay table counts."""
+    return [SimpleNamespace(table=SimpleNamespace(id=i, version=1)) for i in ids]
+
+
+def test_the_tables_are_built_while_the_rest_of_the_period_is_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Once a period's rounds are enough to need the stored tables, those of the pay
+    tables met so far are built on a thread while reading goes on (the build here waits
+    until a later page has been read), the interpreter switching between them more often
+    meanwhile; ``finish`` waits for it, then has every table the period needs, those met
+    later included. A period too short to build for starts no build. A build's failure
+    is raised by ``finish``."""
+    calls: list[tuple[list[str], bool, bool]] = []
+    gate = threading.Event()
+    switch = sys.getswitchinterval()
+
+    def prepare(paytables: Any, build: bool = True, advance: Any = None) -> None:
+        calls.append((list(dict.fromkeys(t.id for t in paytables)), build, advance is not None))
+        if advance is not None:
+            assert gate.wait(10), "reading did not go on while the tables were built"
+            advance()
+
+    monkeypatch.setattr(integrity_command, "prepare_tables", prepare)
+    monkeypatch.setattr(integrity_command, "BUILD_FROM", 3)
+    ahead = integrity_command.TablesAhead()
+    rounds = _met("a", "b")
+    ahead.see(rounds)
+    assert calls == []  # too few rounds yet
+    rounds += _met("a")
+    ahead.see(rounds)
+    ahead.see(rounds)  # once only
+    rounds += _met("c")  # a later page, read while the build runs
+    ahead.see(rounds)
+    assert sys.getswitchinterval() == integrity_command.SHARED_SWITCH  # build and read share
+    gate.set()
+    ahead.finish(rounds)
+    assert calls == [(["a", "b"], True, True), (["a", "b", "c"], True, False)]
+    assert sys.getswitchinterval() == switch  # restored once the build is done
+
+    calls.clear()
+    short = integrity_command.TablesAhead()
+    short.see(_met("a"))
+    short.finish(_met("a"))
+    assert calls == [(["a"], False, False)]
+
+    def broken(paytables: Any, build: bool = True, advance: Any = None) -> None:
+        if advance is not None:
+            raise OSError("no room for the tables")
+
+    monkeypatch.setattr(integrity_command, "prepare_tables", broken)
+    failing = integrity_command.TablesAhead()
+    failing.see(_met("a", "b", "c"))
+    with pytest.raises(OSError, match="no room"):
+        failing.finish(_met("a", "b", "c"))

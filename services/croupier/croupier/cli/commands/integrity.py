@@ -3,10 +3,11 @@
 For every round settled in the period (by the time the ledger recorded it), the deal value
 and the play residual (:mod:`holdem.integrity.terms`), summed per game, pay table and
 currency, each with its z-score. The ledger is read once; every exact value comes from the
-stored flop tables (:mod:`holdem.integrity.tables`), built on first use with a progress
-display (under a minute of CPU, once per machine; a period of fewer than :data:`BUILD_FROM`
-rounds computes its flops on demand instead; several processes at once build them once, the
-others waiting) or beforehand by ``croupier integrity --tables`` (``make
+stored flop tables (:mod:`holdem.integrity.tables`), built on first use (under a minute of
+CPU, once per machine: those of the pay tables met in the first :data:`BUILD_FROM` rounds
+while the rest of the period is read, with a progress display for what is left; a period of
+fewer rounds computes its flops on demand instead; several processes at once build them
+once, the others waiting) or beforehand by ``croupier integrity --tables`` (``make
 integrity-tables``). Exit 1 when a z-score is beyond the alert threshold (|z| > 4 with at
 least 1,000 rounds), as the alerts have it. The play residual's ``variance`` (JSON)
 is the one its z-score reads: the boxes' exact variances plus ``covariance``, the boxes'
@@ -19,7 +20,8 @@ import argparse
 import asyncio
 import gc
 import sys
-from collections.abc import Iterable
+import threading
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -46,6 +48,12 @@ PAGE: Final = 2_000
 #: From this many rounds, building the stored tables (every flop once, under a minute) is
 #: quicker than computing each round's flop on demand (a few hundredths of a second each).
 BUILD_FROM: Final = 2_000
+FLOPS: Final = 1_755
+#: The interpreter's switch interval (s) while the tables are built beside the reading: the
+#: build's threads get the lock back within it to hand each flop's sweep on (at the default
+#: 5 ms the reading thread starved them).
+SHARED_SWITCH: Final = 0.0005
+BUILDING: Final = "integrity: building the exact tables once"
 
 
 def register(subparsers: Any) -> None:
@@ -112,19 +120,21 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _integrity(url: str, start: datetime | None, end: datetime | None) -> dict[str, Any]:
+    ahead = TablesAhead()
     try:
         async with ledger_at(url) as ledger:
-            rounds, no_cards = await _read(ledger, start, end)
-        prepare_tables((prepared.table for prepared in rounds), build=len(rounds) >= BUILD_FROM)
+            rounds, no_cards = await _read(ledger, start, end, ahead)
+        ahead.finish(rounds)
         with Progress("integrity: rounds", "rounds", len(rounds)) as progress:
             totals = summed_terms(rounds, progress.advance)
     finally:
+        ahead.wait()
         gc.unfreeze()
     return _report(totals, no_cards, start, end)
 
 
 async def _read(
-    ledger: Ledger, start: datetime | None, end: datetime | None
+    ledger: Ledger, start: datetime | None, end: datetime | None, ahead: TablesAhead
 ) -> tuple[list[PreparedRound], int]:
     rounds: list[PreparedRound] = []
     no_cards = 0
@@ -146,22 +156,88 @@ async def _read(
                     no_cards += 1
             at = page[-1].position
             progress.advance(len(page))
+            ahead.see(rounds)
             # What was read is kept to the end: frozen, the collector does not walk it again
             # on each page (a day's rounds are millions of objects).
             gc.freeze()
     return rounds, no_cards
 
 
-def prepare_tables(paytables: Iterable[PayTable], build: bool = True) -> None:
-    """Load the stored tables of these pay tables; build what is missing (with progress)."""
+def prepare_tables(
+    paytables: Iterable[PayTable], build: bool = True, advance: Callable[[], None] | None = None
+) -> None:
+    """Load the stored tables of these pay tables; build what is missing, with a progress
+    display, or calling ``advance`` after each flop when given."""
     by_game: dict[Game, set[tuple[int, ...]]] = {game: set() for game in Game}
     for table in {(t.id, t.version): t for t in paytables}.values():
         by_game[table.game].add(ante_multipliers(table))
     ch, thp = by_game[Game.CASINO_HOLDEM], by_game[Game.TEXAS_HOLDEM_PLUS]
     if not tables.load(ch, thp) or not build:
         return
-    with Progress("integrity: building the exact tables once", "flops", 1_755) as progress:
+    if advance is not None:
+        tables.prepare(ch, thp, lambda done, _: advance(), _waiting)
+        return
+    with Progress(BUILDING, "flops", FLOPS) as progress:
         tables.prepare(ch, thp, lambda done, _: progress.advance(1), _waiting)
+
+
+class TablesAhead:
+    """The stored tables of the pay tables met in a period's first :data:`BUILD_FROM`
+    rounds, built on a thread while the rest of the period is read: the flop sweeps run
+    outside the interpreter's lock, on the core that reading leaves idle. On a fresh
+    machine the build is most of a day's wait; where the tables are stored, this only
+    loads them early.
+
+    ``see`` after each page read; ``finish`` once the period is read (waits for the
+    build with a progress display, then loads or builds what else the period needs);
+    ``wait`` on the way out in any case.
+    """
+
+    def __init__(self) -> None:
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+        self._flops = 0
+        self._switch = sys.getswitchinterval()
+
+    def see(self, rounds: Sequence[PreparedRound]) -> None:
+        """Start the build once ``rounds`` are enough to need the tables (once only)."""
+        if self._thread is not None or len(rounds) < BUILD_FROM:
+            return
+        paytables = list({(r.table.id, r.table.version): r.table for r in rounds}.values())
+        self._switch = sys.getswitchinterval()
+        sys.setswitchinterval(SHARED_SWITCH)
+        self._thread = threading.Thread(
+            target=self._build, args=(paytables,), name="integrity-tables", daemon=True
+        )
+        self._thread.start()
+
+    def finish(self, rounds: Sequence[PreparedRound]) -> None:
+        """Wait for the build started early (raising what failed it), then have every table
+        ``rounds`` need."""
+        if self._thread is not None and self._thread.is_alive():
+            with Progress(BUILDING, "flops", FLOPS) as progress:
+                while self._thread.is_alive():
+                    self._thread.join(0.25)
+                    progress.advance(self._flops - progress.done)
+        self.wait()
+        if self._error is not None:
+            raise self._error
+        prepare_tables((r.table for r in rounds), build=len(rounds) >= BUILD_FROM)
+
+    def wait(self) -> None:
+        """Wait for a build in flight to end: a table is stored whole or not at all."""
+        if self._thread is not None:
+            self._thread.join()
+            sys.setswitchinterval(self._switch)
+
+    def _build(self, paytables: Sequence[PayTable]) -> None:
+        try:
+            prepare_tables(paytables, advance=self._advanced)
+        except BaseException as error:  # raised in the reading thread, by finish
+            self._error = error
+
+    def _advanced(self) -> None:
+        self._flops += 1
 
 
 def _waiting() -> None:
