@@ -65,6 +65,31 @@ def ch_round(
     ]
 
 
+def royal_round(round_id: str) -> list[Event]:
+    """A progressive round in which p1 holds a royal flush: the jackpot is awarded."""
+    return ch_round(
+        RoundFeed(round_id=round_id),
+        CH_PROGRESSIVE,
+        hole="As Ks",
+        flop="Qs Js Ts",
+        jackpot=True,
+        rest="3d 4h",
+    )
+
+
+def streams_read(ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The streams ``ledger.read_streams`` is asked for from now on (filled as it is)."""
+    read: list[str] = []
+    read_streams = ledger.read_streams
+
+    async def counted(streams: Sequence[str]) -> Any:
+        read.extend(streams)
+        return await read_streams(streams)
+
+    monkeypatch.setattr(ledger, "read_streams", counted)
+    return read
+
+
 def models(report: BatchReport) -> list[SettlementResult]:
     """The report's result bodies as contract models (each validated)."""
     return [SettlementResult.model_validate(body, strict=False) for body in report.results]
@@ -240,14 +265,7 @@ async def test_the_jackpot_meter_moves_across_rounds_and_reseeds_after_a_royal(
     plain = [ch_round(RoundFeed(round_id=f"r{n}"), CH_PROGRESSIVE, jackpot=True) for n in (1, 2)]
     await settler.handle(inbound(plain[0]))
     await Settler(ledger).handle(inbound(plain[1]))  # another instance reads the meter back
-    royal = ch_round(
-        RoundFeed(round_id="r3"),
-        CH_PROGRESSIVE,
-        hole="As Ks",
-        flop="Qs Js Ts",
-        jackpot=True,
-        rest="3d 4h",
-    )
+    royal = royal_round("r3")
     with pytest.raises(VersionConflict):  # the first one's meter is stale: nothing written
         await settler.handle(inbound(royal))
     assert await ledger.stream_version("round:t1:r3") == 0
@@ -288,24 +306,10 @@ async def test_a_lost_race_on_a_shared_meter_reads_back_only_that_batch_s_rounds
     plain = [ch_round(RoundFeed(round_id=f"r{n}"), CH_PROGRESSIVE, jackpot=True) for n in (1, 2)]
     await settler.handle(inbound(plain[0]))
     await Settler(ledger).handle(inbound(plain[1]))  # another instance moves the pool on
-    royal = ch_round(
-        RoundFeed(round_id="r3"),
-        CH_PROGRESSIVE,
-        hole="As Ks",
-        flop="Qs Js Ts",
-        jackpot=True,
-        rest="3d 4h",
-    )
+    royal = royal_round("r3")
     with pytest.raises(VersionConflict):
         await settler.handle(inbound(royal))
-    read: list[str] = []
-    read_streams = ledger.read_streams
-
-    async def counted(streams: Sequence[str]) -> Any:
-        read.extend(streams)
-        return await read_streams(streams)
-
-    monkeypatch.setattr(ledger, "read_streams", counted)
+    read = streams_read(ledger, monkeypatch)
     assert {h.verdict for h in (await settler.handle(inbound(royal))).handled} == {"accepted"}
     assert read == ["round:t1:r3"]  # the failed batch's round, read back for the retry
     report = await settler.handle(inbound(waiting[4:], first_ref=50))
@@ -331,14 +335,7 @@ async def test_contributions_decided_on_a_stale_level_move_onto_the_level_record
     batch = [*rounds[2], *rounds[3]]  # two more movements, decided on the stale level
     decided = await ours.decide(inbound(batch))
     expected_results = sorted(decided.outbox, key=lambda m: m.message_id)
-    read: list[str] = []
-    read_streams = ledger.read_streams
-
-    async def counted(streams: Sequence[str]) -> Any:
-        read.extend(streams)
-        return await read_streams(streams)
-
-    monkeypatch.setattr(ledger, "read_streams", counted)
+    read = streams_read(ledger, monkeypatch)
     report = await ours.commit(decided)
 
     assert read == []
