@@ -89,9 +89,6 @@ class _CutThenFenced:
             raise LedgerUnavailable(ConnectionResetError("the connection is closed"))
         raise Fenced("me", [3])
 
-    def forget(self) -> None:
-        """What the consumer calls after a fault (the settler's cache read again)."""
-
 
 async def test_a_batch_fenced_after_a_transient_fault_leaves_the_consumer_ready() -> None:
     """A paused instance, resumed: its connection was ended meanwhile (a transient fault),

@@ -108,10 +108,6 @@ class RoundRepository:
         """Let a round leave memory."""
         self._rounds.pop(stream, None)
 
-    def forget(self) -> None:
-        """Drop every round; they are read back from the ledger when needed."""
-        self._rounds.clear()
-
     def forget_touched(self, streams: Iterable[str], since: int | None = None) -> None:
         """Drop these rounds, and with ``since`` every round a batch numbered ``since`` or
         later touched; they are read back from the ledger when needed."""

@@ -160,7 +160,7 @@ class Settler:
         The settler's memory moves on to the decided state at once, so the next batch can
         be decided while this one commits (pipelining). Commit decided batches in order;
         if a commit fails, everything decided after it must be dropped: the settler
-        forgets, and a retry reads the rounds back from the ledger.
+        forgets what they touched, and a retry reads those rounds back from the ledger.
         """
         self._decided += 1
         work = Decided(number=self._decided)
@@ -292,11 +292,6 @@ class Settler:
         )
         new = [r for r in recorded if r.key in written]
         return BatchReport(handled=[handled], outbox=_written(new, {}, letters))
-
-    def forget(self) -> None:
-        """Drop cached rounds and meters; they are read back from the ledger when needed."""
-        self.repository.forget()
-        self.meters.forget()
 
     def _forget_failed(self, work: Decided, *, later: bool = False) -> None:
         """A batch failed (decided or committed): drop the rounds it touched, with ``later``
