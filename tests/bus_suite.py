@@ -55,6 +55,14 @@ async def take_all(bus: Bus, count: int, cap: int) -> list[list[Delivery]]:
     return batches
 
 
+async def _taken(bus: Bus, count: int) -> list[list[Delivery]]:
+    """Batches until ``count`` deliveries are in hand, none acknowledged."""
+    batches: list[list[Delivery]] = []
+    while sum(map(len, batches)) < count:
+        batches.append(await asyncio.wait_for(bus.next_batch(count, linger=0.2), 20))
+    return batches
+
+
 class BusSuite:
     """Behaviour common to all adapters; subclasses supply the broker."""
 
@@ -93,6 +101,25 @@ class BusSuite:
         batch = await asyncio.wait_for(taking, 10)
         await bus.finish_batch(batch)
         assert [d.message_id for d in batch] == ["first", "second"]
+
+    async def test_deliveries_settled_out_of_order_are_acknowledged_once(self, bus: Bus) -> None:
+        """A delivery settled beside an earlier one still in hand is acknowledged alone;
+        the earlier ones later, with one acknowledgement for many. No tag is acknowledged
+        twice (the broker would close the channel and deliver everything in hand again)."""
+        for name in "abcd":
+            await self.feed(bus, f"T{name}.bet.placed", b"{}", name)
+        a, b, c, d = [delivery for batch in await _taken(bus, 4) for delivery in batch]
+        await bus.finish_each([c])
+        await bus.finish_batch([a, b])
+        await self.feed(bus, "Te.bet.placed", b"{}", "e")
+        (e,) = [delivery for batch in await _taken(bus, 1) for delivery in batch]
+        await bus.finish_each([e])
+        await bus.finish_batch([d])
+        await self.feed(bus, "Tf.bet.placed", b"{}", "f")
+        (f,) = [delivery for batch in await _taken(bus, 1) for delivery in batch]
+        await bus.finish_batch([f])
+        assert [x.message_id for x in (e, f)] == ["e", "f"]
+        assert not e.redelivered and not f.redelivered
 
     async def test_results_reach_the_wallet_bound_for_them(self, bus: Bus) -> None:
         take = await self.wallet(bus, "EUR.#")

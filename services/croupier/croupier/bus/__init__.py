@@ -273,6 +273,13 @@ class FeedSource(ABC):
         to the outbox, and the relay publishes them like results.
         """
 
+    @abstractmethod
+    async def finish_each(self, deliveries: Sequence[Delivery]) -> None:
+        """Acknowledge these deliveries one by one, whatever is still in hand before them
+        (settled beside a batch taken earlier that is not committed yet); call only after
+        the ledger commit that covers them. None of them may be acknowledged already.
+        """
+
     async def widen(self) -> None:  # noqa: B027 (optional: most sources need nothing)
         """The service has shown it can append: take deliveries at the full prefetch (a
         source holds ``INITIAL_PREFETCH`` until then)."""

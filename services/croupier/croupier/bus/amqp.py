@@ -261,6 +261,18 @@ class AmqpBus(Bus):
             # The ledger has the batch; the broker will redeliver it and it will be a no-op.
             log.warning("batch not acknowledged; it will be redelivered", error=str(error))
 
+    async def finish_each(self, deliveries: Sequence[Delivery]) -> None:
+        for delivery in deliveries:
+            channel = delivery.handle
+            assert isinstance(channel, aiormq.Channel)
+            try:
+                await channel.basic_ack(delivery.tag)
+            except (
+                aiormq.exceptions.AMQPError,
+                aiormq.exceptions.ChannelInvalidStateError,
+            ) as error:
+                log.warning("delivery not acknowledged; it will be redelivered", error=str(error))
+
     # -- publishing ------------------------------------------------------------------------
 
     async def publish(self, messages: Sequence[Outgoing]) -> list[Refused]:

@@ -108,6 +108,10 @@ class MemoryBus(Bus):
         for delivery in batch:
             self.unacked.pop(delivery.tag, None)
 
+    async def finish_each(self, deliveries: Sequence[Delivery]) -> None:
+        for delivery in deliveries:
+            assert self.unacked.pop(delivery.tag, None) is not None, "acknowledged once"
+
     async def publish(self, messages: Sequence[Outgoing]) -> list[Refused]:
         refused = []
         for message in messages:

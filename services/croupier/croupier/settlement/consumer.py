@@ -4,7 +4,15 @@ Guarantees:
 - A delivery is acknowledged only after the ledger commit that covers it (at-least-once in,
   exactly-once in the ledger thanks to idempotent appends).
 - Batches are processed one after another from a single-active-consumer queue, so prefetch
-  never turns into concurrent reordering: each table's events keep their order.
+  never turns into concurrent reordering: each table's events keep their order. One
+  exception keeps that order too: the closing of a heavy round (``HEAVY_WAGERS`` wagers
+  or more in memory), with every later delivery of its table, is settled in a lane of its
+  own beside the rest of the feed, so that other tables' rounds are not held up for the
+  seconds a shared hand of 100,000 players takes. A table with a delivery in the lane
+  stays there until the lane has settled it; no other table's round waits for it.
+- Deliveries are acknowledged in the order taken, once settled: those at the front with one
+  acknowledgement for many, one settled while an earlier delivery is still in the lane
+  alone (so the prefetch is not held up behind a heavy round). None twice.
 - Memory is bounded whatever the broker delivers: a body over the contract's maximum
   (``MAX_BODY_BYTES``, checked on the raw bytes as it arrives, before any decode) is kept as
   its first ``KEPT_BYTES`` with its size and SHA-256 (``croupier.bus.delivered``), never
@@ -41,8 +49,8 @@ import asyncio
 import contextlib
 import json
 import time
-from collections import Counter
-from collections.abc import Callable, Sequence
+from collections import Counter, deque
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Final
 
@@ -50,6 +58,7 @@ import structlog
 
 from contract.codes import RejectionCode
 from croupier.bus import BusError, Delivery, FeedSource
+from croupier.bus.routed import routed_table
 from croupier.ledger import Fenced, HeadNotSigned, LedgerUnavailable, VersionConflict
 from croupier.logs import context_ids
 from croupier.metrics import Metrics
@@ -63,6 +72,12 @@ log = structlog.get_logger("croupier.settlement.consumer")
 DEFAULT_HELD_TIMEOUT: Final = 300.0
 #: Seconds a round may stay open before Croupier voids it (``round_timeout``).
 DEFAULT_ROUND_TIMEOUT: Final = 3600.0
+
+#: Wagers in a round from which its closing is settled in the lane, beside the rest of the
+#: feed. Below, a closing is decided and encoded in a tenth of a second: not worth a lane.
+HEAVY_WAGERS: Final = 5_000
+#: The feed routing keys (``<table_id>.<event_type>``) of events that close a round.
+_CLOSING_KEYS: Final = (".round.completed", ".round.voided")
 
 _TRANSIENT: Final = (OSError, TimeoutError, BusError, VersionConflict, LedgerUnavailable)
 #: Lost races (``VersionConflict``) in a row a batch is decided again at once, without
@@ -128,6 +143,7 @@ class FeedConsumer:
         round_timeout: float = DEFAULT_ROUND_TIMEOUT,
         sweep_every: float = 5.0,
         reload_every: float = 60.0,
+        heavy_wagers: int = HEAVY_WAGERS,
     ) -> None:
         self.source = source
         self.settler = settler
@@ -139,21 +155,49 @@ class FeedConsumer:
         self.round_timeout = round_timeout
         self.sweep_every = sweep_every
         self.reload_every = reload_every
+        self.heavy_wagers = heavy_wagers
         self.healthy = True
         self._stopping = asyncio.Event()
         self._swept = self._reloaded = time.monotonic()
+        self._acks = _Acks(source)
+        self._lane = _Lane(self._process)
 
     async def run(self) -> None:
-        """Consume until :meth:`stop`; the batch in hand is always finished first."""
-        while not self._stopping.is_set():
-            batch = await self._next_batch()
-            if batch:
-                self.metrics.consumer_lag.set(_age(batch[0]))
-                await asyncio.shield(self._process(batch))
-            else:
-                self.metrics.consumer_lag.set(0)
-            if time.monotonic() - self._swept >= self.sweep_every:
-                await asyncio.shield(self.sweep())
+        """Consume until :meth:`stop`; the batches in hand (the lane's too) are always
+        finished first."""
+        try:
+            while not self._stopping.is_set():
+                self._lane.check()
+                batch = await self._next_batch()
+                if batch:
+                    self.metrics.consumer_lag.set(_age(batch[0]))
+                    rest = self._hand_heavy_over(batch)
+                    if rest:
+                        await asyncio.shield(self._process(rest))
+                else:
+                    self.metrics.consumer_lag.set(0)
+                if time.monotonic() - self._swept >= self.sweep_every:
+                    await asyncio.shield(self.sweep())
+        finally:
+            await asyncio.shield(self._lane.drained())
+        self._lane.check()
+
+    def _hand_heavy_over(self, batch: list[Delivery]) -> list[Delivery]:
+        """Give the lane the deliveries of tables that close a heavy round in ``batch``, or
+        have deliveries in the lane still, in order; the rest, to settle now."""
+        tables = {routed_table(d.routing_key) for d in batch if self._closes_heavy(d)}
+        tables.update(t for t in {routed_table(d.routing_key) for d in batch} if t in self._lane)
+        if not tables:
+            return batch
+        self._lane.add([d for d in batch if routed_table(d.routing_key) in tables])
+        return [d for d in batch if routed_table(d.routing_key) not in tables]
+
+    def _closes_heavy(self, delivery: Delivery) -> bool:
+        if delivery.oversize is not None or not delivery.routing_key.endswith(_CLOSING_KEYS):
+            return False
+        round_id = _round_id(delivery.body)
+        table = routed_table(delivery.routing_key)
+        return round_id is not None and self.settler.wagers(table, round_id) >= self.heavy_wagers
 
     async def sweep(self) -> None:
         """Time out what waited too long; refresh the held and open gauges."""
@@ -162,7 +206,9 @@ class FeedConsumer:
             if self._swept - self._reloaded >= self.reload_every:
                 await self.settler.load_open()  # the ledger's open rounds, from its floor
                 self._reloaded = self._swept
-            report = await self.settler.expire(self.held_timeout, self.round_timeout)
+            report = await self.settler.expire(
+                self.held_timeout, self.round_timeout, busy=self._lane.tables
+            )
         except Exception as error:
             log.warning("timeouts not recorded yet; retrying", error=repr(error))
             return
@@ -197,7 +243,9 @@ class FeedConsumer:
         )
         stopping.cancel()
         if taking in done:
-            return taking.result()
+            batch = taking.result()
+            self._acks.taken(batch)
+            return batch
         taking.cancel()  # nothing is taken off the inbox until a batch is complete
         return []
 
@@ -213,7 +261,7 @@ class FeedConsumer:
             )
             return
         self.on_commit(report)  # the relay publishes results and dead letters now
-        await self.source.finish_batch(self.source.live(batch))
+        await self._acks.settled(batch)
         self._observe(report, len(batch), time.perf_counter() - started)
 
     async def _settle(self, batch: Sequence[Delivery]) -> tuple[BatchReport, Sequence[Delivery]]:
@@ -354,6 +402,91 @@ class FeedConsumer:
                 ledger_position=closed.position,
                 bets=len(data["results"]),
             )
+
+
+class _Lane:
+    """Groups of deliveries settled one after another beside the rest of the feed: heavy
+    closings, and what follows them at their tables. ``in``: whether a table has a
+    delivery here still."""
+
+    def __init__(self, process: Callable[[Sequence[Delivery]], Awaitable[None]]) -> None:
+        self._process = process
+        self._groups: deque[list[Delivery]] = deque()
+        self.tables: Counter[str] = Counter()  # deliveries here, by table
+        self._task: asyncio.Task[None] | None = None
+        self._failure: BaseException | None = None
+
+    def __contains__(self, table: str) -> bool:
+        return table in self.tables
+
+    def add(self, group: list[Delivery]) -> None:
+        self._groups.append(group)
+        self.tables.update(routed_table(d.routing_key) for d in group)
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._run(), name="feed-consumer-lane")
+
+    async def _run(self) -> None:
+        while self._groups and self._failure is None:
+            group = self._groups[0]
+            try:
+                await self._process(group)
+            except BaseException as error:  # raised in the consumer's own task (check)
+                self._failure = error
+                return
+            self._groups.popleft()
+            self.tables -= Counter(routed_table(d.routing_key) for d in group)
+
+    async def drained(self) -> None:
+        """Once every group handed over is settled (or the lane failed)."""
+        if self._task is not None:
+            await self._task
+
+    def check(self) -> None:
+        """Raise what made the lane fail, if anything did."""
+        if self._failure is not None:
+            raise self._failure
+
+
+class _Acks:
+    """Acknowledges settled deliveries in the order taken: those at the front with one
+    acknowledgement for many, one settled while a delivery taken before it is still in
+    hand (in the lane), alone; each once. Deliveries the source handed back (``live``)
+    leave."""
+
+    def __init__(self, source: FeedSource) -> None:
+        self.source = source
+        self._hand: list[Delivery] = []
+        self._settled: set[int] = set()  # by id(): deliveries in hand settled...
+        self._alone: set[int] = set()  # ...and, of those, acknowledged alone already
+
+    def taken(self, batch: Sequence[Delivery]) -> None:
+        self._hand += batch
+
+    async def settled(self, batch: Sequence[Delivery]) -> None:
+        self._settled.update(map(id, batch))
+        hand = self.source.live(self._hand)
+        front = 0
+        while front < len(hand) and id(hand[front]) in self._settled:
+            front += 1
+        done, self._hand = hand[:front], hand[front:]
+        together = [d for d in done if id(d) not in self._alone]
+        alone = [d for d in self._hand if id(d) in self._settled and id(d) not in self._alone]
+        kept = set(map(id, self._hand))
+        self._settled &= kept
+        self._alone = (self._alone & kept) | set(map(id, alone))
+        await self.source.finish_batch(together)
+        if alone:
+            await self.source.finish_each(alone)
+
+
+def _round_id(body: bytes) -> str | None:
+    """The ``round_id`` a feed event's body names, if it parses."""
+    try:
+        event = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    round_id = event.get("round_id") if isinstance(event, dict) else None
+    return round_id if isinstance(round_id, str) else None
 
 
 def _inbound(delivery: Delivery) -> Inbound:

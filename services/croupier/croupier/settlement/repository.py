@@ -39,6 +39,11 @@ class RoundRepository:
         """The rounds in memory."""
         return [state for state, _, _ in self._rounds.values()]
 
+    def get(self, stream: str) -> Round | None:
+        """The round of ``stream`` in memory, if it is there."""
+        cached = self._rounds.get(stream)
+        return None if cached is None else cached[0]
+
     def entries(self) -> list[tuple[str, Round, int]]:
         """(stream, round, version) of every round in memory, least recently touched first."""
         return [(stream, state, version) for stream, (state, version, _) in self._rounds.items()]

@@ -218,15 +218,25 @@ class Settler:
         """
         return await self.repository.load_open(ROUND_PREFIX, limit)
 
-    async def expire(self, held_timeout: float, round_timeout: float) -> BatchReport:
+    def wagers(self, table_id: str, round_id: str) -> int:
+        """The wagers of a round in memory (0 for one not there): what its closing weighs."""
+        state = self.repository.get(stream_name(table_id, round_id))
+        return 0 if state is None else len(state.bets)
+
+    async def expire(
+        self, held_timeout: float, round_timeout: float, busy: Collection[str] = ()
+    ) -> BatchReport:
         """Reject events held longer than ``held_timeout`` s; void rounds open longer than
         ``round_timeout`` s (every wager refunded through the outbox, like a studio void).
-        One ledger transaction; the voids are in the report's ``closed``."""
+        One ledger transaction; the voids are in the report's ``closed``. Rounds of the
+        ``busy`` tables (a batch of theirs is being settled meanwhile) wait for a later
+        sweep."""
         now = time.time()
         work = Decided()
         for stream, state, version in self.repository.entries():
-            if self.owns is not None and not self.owns(_table_of(stream)):
-                continue  # another instance's partition: its owner times it out
+            table = _table_of(stream)
+            if table in busy or (self.owns is not None and not self.owns(table)):
+                continue  # in hand elsewhere, or another instance's partition: its owner's
             facts = _expired(state, now, held_timeout, round_timeout)
             if not facts:
                 continue
