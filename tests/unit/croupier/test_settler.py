@@ -512,13 +512,13 @@ async def test_a_batch_gives_the_event_loop_turns_while_it_is_decided(
     table = TableSpec("busy", "casino-holdem/classic", players=2_000)
     lines = [m.body for m in simulate(StudioConfig(tables=(table,), rounds=1, seed=5))]
     turns, seen = 0, []
-    decide_one = Settler._decide
+    decide_one = Settler._handled
 
     def counted(self: Settler, *args: Any) -> Any:
         seen.append(turns)
         return decide_one(self, *args)
 
-    monkeypatch.setattr(Settler, "_decide", counted)
+    monkeypatch.setattr(Settler, "_handled", counted)
 
     async def other_task() -> None:
         nonlocal turns
@@ -531,6 +531,39 @@ async def test_a_batch_gives_the_event_loop_turns_while_it_is_decided(
     await other
     assert len(work.report.handled) == len(seen) == 2_000
     assert seen[-1] - seen[0] >= 2
+
+
+async def test_a_heavy_rounds_closing_is_decided_while_the_event_loop_runs(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A shared hand of ``HEAVY_WAGERS`` wagers and more is decided on a worker thread:
+    other tasks (another table's batch, heartbeats) get turns while the rules core settles
+    it, not only between messages (counted at the start and end of the decision)."""
+    settler = Settler(ledger)
+    completed = await shared_hand_up_to_completion(settler, 10_000)
+    turns, seen = 0, []
+    receive = Round.receive
+
+    def counted(self: Round, *args: Any) -> Any:
+        seen.append(turns)
+        try:
+            return receive(self, *args)
+        finally:
+            seen.append(turns)
+
+    monkeypatch.setattr(Round, "receive", counted)
+
+    async def other_task() -> None:
+        nonlocal turns
+        while len(seen) < 2:
+            turns += 1
+            await asyncio.sleep(0)
+
+    other = asyncio.create_task(other_task())
+    work = await settler.decide([Inbound(completed, 0)])
+    await other
+    assert len(work.outbox) == 10_000
+    assert seen[1] - seen[0] >= 2
 
 
 async def test_a_large_round_read_back_lets_the_event_loop_run(

@@ -64,7 +64,7 @@ from croupier.logs import context_ids
 from croupier.metrics import Metrics
 from croupier.settlement.facts import closing
 from croupier.settlement.round import SETTLED, Status
-from croupier.settlement.settler import BatchReport, Handled, Inbound, Settler
+from croupier.settlement.settler import HEAVY_WAGERS, BatchReport, Handled, Inbound, Settler
 
 log = structlog.get_logger("croupier.settlement.consumer")
 
@@ -73,9 +73,6 @@ DEFAULT_HELD_TIMEOUT: Final = 300.0
 #: Seconds a round may stay open before Croupier voids it (``round_timeout``).
 DEFAULT_ROUND_TIMEOUT: Final = 3600.0
 
-#: Wagers in a round from which its closing is settled in the lane, beside the rest of the
-#: feed. Below, a closing is decided and encoded in a tenth of a second: not worth a lane.
-HEAVY_WAGERS: Final = 5_000
 #: The feed routing keys (``<table_id>.<event_type>``) of events that close a round.
 _CLOSING_KEYS: Final = (".round.completed", ".round.voided")
 
