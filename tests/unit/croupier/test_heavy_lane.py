@@ -18,9 +18,9 @@ from croupier.settlement.settler import BatchReport, Settler
 from studio import StudioConfig, TableSpec, simulate
 from studio.message import FeedMessage
 
-#: Players of the heavy shared hand, and the wagers from which a closing is heavy here.
+#: Players of a shared hand with more than ``HEAVY_WAGERS`` wagers (an ante each, and
+#: side bets and calls).
 HEAVY_PLAYERS = 4_000
-HEAVY_WAGERS = 1_000
 
 
 def _feed(table: str, players: int, rounds: int) -> list[FeedMessage]:
@@ -70,19 +70,13 @@ async def test_another_tables_round_is_settled_while_a_heavy_closing_is_in_hand(
 
     async with open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}") as ledger:
         await ledger.migrate()
-        bus = MemoryBus()
-        consumer = FeedConsumer(
-            bus,
-            Settler(ledger, dead_letters=True),
-            Metrics(),
-            max_batch=2_000,
-            on_commit=committed,
-            heavy_wagers=HEAVY_WAGERS,
-        )
+        bus, settler = MemoryBus(), Settler(ledger, dead_letters=True)
+        consumer = FeedConsumer(bus, settler, Metrics(), max_batch=2_000, on_commit=committed)
         running = asyncio.create_task(consumer.run())
         try:
             await _publish(bus, heavy[:first_closing])
             await _until(lambda: not bus.backlog and not bus.unacked)
+            assert settler.closes_heavy("heavy", _round_of(heavy[0]))
             await _publish(bus, [heavy[first_closing], *other, *heavy[first_closing + 1 :]])
             await _until(lambda: len(closed) == 3 and not bus.unacked)
         finally:
@@ -99,24 +93,24 @@ async def test_another_tables_round_is_settled_while_a_heavy_closing_is_in_hand(
 
 
 async def test_a_light_closing_stays_in_the_batch(tmp_path: Path) -> None:
-    """Below ``heavy_wagers`` nothing changes: the rounds settle in the order they close."""
+    """Below ``HEAVY_WAGERS`` nothing changes: the rounds settle in the order they close."""
     light = _feed("light", 10, 1)
     other = _feed("other", 1, 1)
     closed: list[str] = []
     async with open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}") as ledger:
         await ledger.migrate()
-        bus = MemoryBus()
+        bus, settler = MemoryBus(), Settler(ledger, dead_letters=True)
         consumer = FeedConsumer(
             bus,
-            Settler(ledger, dead_letters=True),
+            settler,
             Metrics(),
             on_commit=lambda report: closed.extend(r.stream for r in report.closed),
-            heavy_wagers=HEAVY_WAGERS,
         )
         running = asyncio.create_task(consumer.run())
         try:
             await _publish(bus, light[:-1])
             await _until(lambda: not bus.backlog and not bus.unacked)
+            assert not settler.closes_heavy("light", _round_of(light[0]))
             await _publish(bus, [light[-1], *other])
             await _until(lambda: len(closed) == 2 and not bus.unacked)
         finally:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import threading
 from collections.abc import AsyncIterator, Awaitable, Sequence
 from pathlib import Path
 from typing import Any
@@ -564,6 +565,36 @@ async def test_a_heavy_rounds_closing_is_decided_while_the_event_loop_runs(
     await other
     assert len(work.outbox) == 10_000
     assert seen[1] - seen[0] >= 2
+
+
+async def test_a_batch_beside_waits_for_the_thread_deciding_its_round(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A round is touched by one thread at a time: a batch decided beside a heavy closing
+    (the same ``round.completed`` redelivered, say) decides its event only once the worker
+    thread is done with the round."""
+    settler = Settler(ledger)
+    completed = await shared_hand_up_to_completion(settler, 10_000)
+    calls: list[tuple[str, bool]] = []
+    receive = Round.receive
+
+    def noted(self: Round, *args: Any) -> Any:
+        apart = threading.current_thread() is not threading.main_thread()
+        calls.append(("enter", apart))
+        try:
+            return receive(self, *args)
+        finally:
+            calls.append(("exit", apart))
+
+    monkeypatch.setattr(Round, "receive", noted)
+    heavy = asyncio.create_task(settler.decide([Inbound(completed, 0)]))
+    while not calls:
+        await asyncio.sleep(0.001)
+    again = await settler.decide([Inbound(completed, 1)])
+    await heavy
+    # the redelivery is decided on the event loop (the round is closed: nothing heavy left)
+    assert calls == [("enter", True), ("exit", True), ("enter", False), ("exit", False)]
+    assert [h.verdict for h in again.report.handled] == ["duplicate"]
 
 
 async def test_a_large_round_read_back_lets_the_event_loop_run(

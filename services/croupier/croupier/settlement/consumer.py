@@ -5,11 +5,12 @@ Guarantees:
   exactly-once in the ledger thanks to idempotent appends).
 - Batches are processed one after another from a single-active-consumer queue, so prefetch
   never turns into concurrent reordering: each table's events keep their order. One
-  exception keeps that order too: the closing of a heavy round (``HEAVY_WAGERS`` wagers
-  or more in memory), with every later delivery of its table, is settled in a lane of its
-  own beside the rest of the feed, so that other tables' rounds are not held up for the
-  seconds a shared hand of 100,000 players takes. A table with a delivery in the lane
-  stays there until the lane has settled it; no other table's round waits for it.
+  exception keeps that order too: the closing of a heavy round (``HEAVY_WAGERS`` wagers or
+  more in memory, ``croupier.settlement.settler``), with every later delivery of its table,
+  is settled in a lane of its own beside the rest of the feed, so that other tables' rounds
+  are not held up for the seconds a shared hand of 100,000 players takes. A table with a
+  delivery in the lane stays there until the lane has settled it; no other table's round
+  waits for it.
 - Deliveries are acknowledged in the order taken, once settled: those at the front with one
   acknowledgement for many, one settled while an earlier delivery is still in the lane
   alone (so the prefetch is not held up behind a heavy round). None twice.
@@ -64,7 +65,7 @@ from croupier.logs import context_ids
 from croupier.metrics import Metrics
 from croupier.settlement.facts import closing
 from croupier.settlement.round import SETTLED, Status
-from croupier.settlement.settler import HEAVY_WAGERS, BatchReport, Handled, Inbound, Settler
+from croupier.settlement.settler import BatchReport, Handled, Inbound, Settler
 
 log = structlog.get_logger("croupier.settlement.consumer")
 
@@ -140,7 +141,6 @@ class FeedConsumer:
         round_timeout: float = DEFAULT_ROUND_TIMEOUT,
         sweep_every: float = 5.0,
         reload_every: float = 60.0,
-        heavy_wagers: int = HEAVY_WAGERS,
     ) -> None:
         self.source = source
         self.settler = settler
@@ -152,7 +152,6 @@ class FeedConsumer:
         self.round_timeout = round_timeout
         self.sweep_every = sweep_every
         self.reload_every = reload_every
-        self.heavy_wagers = heavy_wagers
         self.healthy = True
         self._stopping = asyncio.Event()
         self._swept = self._reloaded = time.monotonic()
@@ -194,7 +193,7 @@ class FeedConsumer:
             return False
         round_id = _round_id(delivery.body)
         table = routed_table(delivery.routing_key)
-        return round_id is not None and self.settler.wagers(table, round_id) >= self.heavy_wagers
+        return round_id is not None and self.settler.closes_heavy(table, round_id)
 
     async def sweep(self) -> None:
         """Time out what waited too long; refresh the held and open gauges."""

@@ -158,6 +158,8 @@ class Settler:
         self.repository = RoundRepository(ledger, cache_rounds)
         self._decided = 0
         self.meters = Meters(ledger)
+        #: Rounds being decided on a worker thread: set once the thread is done with them.
+        self._apart: dict[str, asyncio.Event] = {}
 
     @property
     def rounds(self) -> list[Round]:
@@ -192,13 +194,14 @@ class Settler:
                     work.report.handled += await self._refuse(message, event, work)
                     continue
                 stream = stream_name(event.table_id, event.round_id)
+                await self._round_free(stream)
                 state = work.rounds[stream]
                 unread = self.meters.unread(state, event)
                 if unread:
                     await self.meters.read(unread)
                 levels = self._levels(work)
-                if len(state.bets) >= HEAVY_WAGERS and event.event_type in _CLOSING_EVENTS:
-                    facts = await asyncio.to_thread(state.receive, event, levels)
+                if event.event_type in _CLOSING_EVENTS and _heavy(state):
+                    facts = await self._decide_apart(stream, state, event, levels)
                 else:
                     facts = state.receive(event, levels)
                 work.report.handled += self._handled(message, stream, state, event, facts, work)
@@ -238,10 +241,10 @@ class Settler:
         """
         return await self.repository.load_open(ROUND_PREFIX, limit)
 
-    def wagers(self, table_id: str, round_id: str) -> int:
-        """The wagers of a round in memory (0 for one not there): what its closing weighs."""
+    def closes_heavy(self, table_id: str, round_id: str) -> bool:
+        """Whether closing this round is heavy (:data:`HEAVY_WAGERS`), as memory holds it."""
         state = self.repository.get(stream_name(table_id, round_id))
-        return 0 if state is None else len(state.bets)
+        return state is not None and _heavy(state)
 
     async def expire(
         self, held_timeout: float, round_timeout: float, busy: Collection[str] = ()
@@ -255,7 +258,8 @@ class Settler:
         work = Decided()
         for stream, state, version in self.repository.entries():
             table = _table_of(stream)
-            if table in busy or (self.owns is not None and not self.owns(table)):
+            elsewhere = self.owns is not None and not self.owns(table)
+            if table in busy or stream in self._apart or elsewhere:
                 continue  # in hand elsewhere, or another instance's partition: its owner's
             facts = _expired(state, now, held_timeout, round_timeout)
             if not facts:
@@ -345,6 +349,7 @@ class Settler:
         if place is None or kept.key in work.raw_rejections:
             return [self._keep_malformed(message, error, kept, work)]
         stream = stream_name(place.table_id, place.round_id)
+        await self._round_free(stream)
         state = work.rounds[stream]
         unread = self.meters.unread_held(state)
         if unread:
@@ -420,6 +425,25 @@ class Settler:
         )
         work.letters[letter.message_id] = letter
         return Fact(fact.type, {**fact.data, "dead_letter": delivery}, fact.key)
+
+    async def _decide_apart(
+        self, stream: str, state: Round, event: FeedEvent, levels: MeterReader
+    ) -> list[Fact]:
+        """A heavy round's closing decided on a worker thread, the event loop free meanwhile;
+        a batch decided beside it that touches the round waits for the thread first."""
+        done = self._apart[stream] = asyncio.Event()
+        try:
+            return await asyncio.to_thread(state.receive, event, levels)
+        finally:
+            del self._apart[stream]
+            done.set()
+
+    async def _round_free(self, stream: str) -> None:
+        """Wait until no worker thread decides this round (a round is touched by one thread
+        at a time)."""
+        apart = self._apart.get(stream)
+        if apart is not None:
+            await apart.wait()
 
     def _levels(self, work: Decided) -> MeterReader:
         """The jackpot levels a round of ``work`` is decided on (as ``work`` moves them)."""
@@ -597,6 +621,11 @@ class Decided:
         self.appends[stream].append(fact)
         if stream in self.versions:
             self.versions[stream] += 1
+
+
+def _heavy(state: Round) -> bool:
+    """Whether closing the round is heavy: open, with ``HEAVY_WAGERS`` wagers or more."""
+    return state.status is Status.OPEN and len(state.bets) >= HEAVY_WAGERS
 
 
 def _table_of(stream: str) -> str:
