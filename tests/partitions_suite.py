@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 
 import pytest
 
@@ -278,6 +278,38 @@ class PartitionSuite:
         await a.balance()
         await b.balance()  # balanced: nothing moves
         assert (sorted(a.held), sorted(b.held)) == (list(range(P // 2)), list(range(P // 2, P)))
+
+    async def test_partitions_are_given_back_to_the_feed_before_they_are_released(
+        self, ledger: Ledger, other: Ledger
+    ) -> None:
+        """What is beyond the share goes to ``give_back`` while its leases are still held
+        (its batch in hand commits, fenced by nothing), within a quarter of the term;
+        released after. A ``give_back`` that fails does not keep the partitions."""
+        a, b = self.owner(ledger, "a", term=2.0), self.owner(other, "b")
+        await a.balance()
+        await b.balance()
+        calls: list[tuple[list[int], float, set[int]]] = []
+
+        async def give_back(partitions: Sequence[int], within: float) -> None:
+            leases = await ledger.partition_leases().leases()
+            still = {x.partition for x in leases if x.owner == "a" and x.expires_in > 0}
+            calls.append((list(partitions), within, still))
+            await a.append([a_fact(table_in(partitions[0]))], tables=[table_in(partitions[0])])
+
+        await a.balance(give_back)
+        ((given, within, still),) = calls
+        assert given == list(range(P // 2, P)) and within == 0.5
+        assert set(given) <= still  # held while the feed settled them
+        assert sorted(a.held) == list(range(P // 2))  # released after
+        assert fenced(a.metrics, given[0]) == 0
+
+        async def broken(partitions: Sequence[int], within: float) -> None:
+            raise ConnectionError("the broker went away")
+
+        c = self.owner(other, "c")
+        await c.balance()
+        await a.balance(broken)
+        assert len(a.held) == -(-P // 3)
 
     async def test_an_expired_owner_is_taken_over_and_its_append_refused_and_counted(
         self, ledger: Ledger, other: Ledger

@@ -105,6 +105,41 @@ async def test_a_dropped_partition_hands_its_deliveries_back_unacknowledged(
         await second.close()
 
 
+async def test_a_partition_given_back_waits_for_its_deliveries_in_hand_to_settle(
+    amqp_vhost: str,
+) -> None:
+    """Given back, a partition takes no more deliveries; the call returns once those in
+    hand are acknowledged (the batch committed), so none goes back to the broker: the next
+    owner gets only what came after. Past the bound, what is still in hand goes back."""
+    first, second = RoutedAmqpBus(amqp_vhost, COUNT), RoutedAmqpBus(amqp_vhost, COUNT)
+    await first.connect()
+    await second.connect()
+    try:
+        settled, late = "table-settled", "table-late"
+        partitions = {partition_of(t, COUNT) for t in (settled, late)}
+        assert len(partitions) == 2, "two tables of two partitions"
+        p, q = partition_of(settled, COUNT), partition_of(late, COUNT)
+        await _publish(amqp_vhost, [f"{t}.{e}" for t in (settled, late) for e in ("a", "b")])
+        await first.assign([p, q])
+        in_hand = await _take(first, 4)
+        giving = asyncio.create_task(first.give_back([p], within=30))
+        await asyncio.sleep(0.3)
+        assert not giving.done(), "it waits while deliveries of the partition are in hand"
+        await first.finish_each([d for d in in_hand if d.routing_key.startswith(settled)])
+        await asyncio.wait_for(giving, 5)
+        await _publish(amqp_vhost, [f"{settled}.c"])
+        await first.give_back([q], within=0.3)  # its deliveries stay in hand: bounded
+        await first.assign([])
+        await second.assign([p, q])
+        taken = await _take(second, 3)
+        assert sorted(d.routing_key for d in taken) == [f"{late}.a", f"{late}.b", f"{settled}.c"]
+        assert [d.redelivered for d in taken if d.routing_key.startswith(late)] == [True, True]
+        await second.finish_batch(taken)
+    finally:
+        await first.close()
+        await second.close()
+
+
 def test_partition_queues_are_named_for_the_count() -> None:
     assert partition_queue(7, 64) == "croupier.feed.p07"
     assert partition_queue(7, 1000) == "croupier.feed.p007"

@@ -29,6 +29,11 @@ Guarantees:
   queue, where the single active consumer of the partition's new owner takes them; those
   still in hand here are dropped when taken (:meth:`next_batch`) and never acknowledged.
   Nothing of a partition given up is dead-lettered by this instance.
+- **Given back at a batch boundary.** A partition given back to balance the fleet
+  (:meth:`RoutedAmqpBus.give_back`, before its lease is released) is first no longer
+  consumed, then its deliveries in hand are left to be settled and acknowledged, for up to
+  a bound; only what is unacknowledged after that goes back to the broker. The deliveries
+  in hand are counted per channel from arrival to acknowledgement.
 - Acknowledgements are per channel: a batch mixing partitions acknowledges each channel's
   last delivery (``multiple``), after the ledger commit that covers the batch.
 - Not applied here: the initial prefetch of the single queue (``INITIAL_PREFETCH``); each
@@ -47,6 +52,8 @@ import aio_pika
 import aiormq
 import structlog
 from aio_pika.abc import AbstractIncomingMessage, AbstractRobustChannel
+from aiormq.abc import DeliveredMessage
+from pamqp import commands as spec
 
 from contract.consuming import consume_inline
 from contract.feed import TABLE_ID_PATTERN
@@ -95,6 +102,10 @@ class RoutedAmqpBus(AmqpBus):
         #: pruned since shows in the message, which carries ROUTED_HEADER).
         self._bound: set[str] = set()
         self._resuming: set[asyncio.Task[None]] = set()
+        #: Delivery tags in hand (not acknowledged), by id() of their aiormq channel.
+        self._in_hand: dict[int, set[int]] = {}
+        #: Partitions given back and no longer consumed, their channels not closed yet.
+        self._leaving: dict[int, tuple[AbstractRobustChannel, aiormq.Channel]] = {}
 
     async def connect(self) -> None:
         await self.connect_publisher()
@@ -125,8 +136,10 @@ class RoutedAmqpBus(AmqpBus):
         return self.connected and all(not c.is_closed for _, c, _ in self._partitions.values())
 
     async def assign(self, partitions: Collection[int]) -> None:
-        """Consume exactly ``partitions``: start the new ones, :meth:`drop` the others."""
+        """Consume exactly ``partitions``: start the new ones, :meth:`drop` the others (and
+        close the channels of those given back)."""
         async with self._assigning:
+            await self._close_leaving()
             gone = [p for p in self._partitions if p not in partitions]
             await self._drop(gone)
             if not self._consuming:
@@ -139,6 +152,31 @@ class RoutedAmqpBus(AmqpBus):
         broker (their channels closed), for their new owner."""
         async with self._assigning:
             await self._drop([p for p in partitions if p in self._partitions])
+
+    async def give_back(self, partitions: Collection[int], within: float) -> None:
+        """Stop consuming ``partitions`` and wait up to ``within`` s for their deliveries in
+        hand to be acknowledged; their channels stay open until the next :meth:`assign`,
+        which consumes them again if they are still held (their release failed)."""
+        async with self._assigning:
+            leaving = [p for p in partitions if p in self._partitions]
+            for p in leaving:
+                channel, underlay, tag = self._partitions.pop(p)
+                self._leaving[p] = (channel, underlay)
+                with contextlib.suppress(aiormq.exceptions.AMQPError, ConnectionError):
+                    await underlay.basic_cancel(tag)
+                log.info("giving a partition back once its deliveries in hand settle", partition=p)
+        channels = [id(self._leaving[p][1]) for p in leaving]
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(within):
+                while any(self._in_hand.get(c) for c in channels):
+                    await asyncio.sleep(0.01)
+
+    async def _close_leaving(self) -> None:
+        for p in list(self._leaving):
+            channel, underlay = self._leaving.pop(p)
+            self._in_hand.pop(id(underlay), None)
+            with contextlib.suppress(aiormq.exceptions.AMQPError, ConnectionError, RuntimeError):
+                await channel.close()  # what is still unacknowledged goes back to the queue
 
     def live(self, batch: Sequence[Delivery]) -> list[Delivery]:
         """The deliveries of ``batch`` that can still be acknowledged (their partition is
@@ -183,7 +221,8 @@ class RoutedAmqpBus(AmqpBus):
 
     async def _drop(self, partitions: Sequence[int]) -> None:
         for p in partitions:
-            channel, _, _ = self._partitions.pop(p)
+            channel, underlay, _ = self._partitions.pop(p)
+            self._in_hand.pop(id(underlay), None)
             with contextlib.suppress(aiormq.exceptions.AMQPError, ConnectionError, RuntimeError):
                 await channel.close()  # the broker requeues what this channel did not ack
             log.info("partition given up; its deliveries go back to the broker", partition=p)
@@ -200,6 +239,17 @@ class RoutedAmqpBus(AmqpBus):
             with contextlib.suppress(aiormq.exceptions.AMQPError, ConnectionError, RuntimeError):
                 await self._router.close()  # a message being routed comes back to the queue
 
+    def _receive(self, message: DeliveredMessage) -> None:
+        delivery = message.delivery
+        assert isinstance(delivery, spec.Basic.Deliver)
+        self._in_hand.setdefault(id(message.channel), set()).add(delivery.delivery_tag or 0)
+        super()._receive(message)
+
+    async def finish_each(self, deliveries: Sequence[Delivery]) -> None:
+        for delivery in deliveries:
+            self._in_hand.get(id(delivery.handle), set()).discard(delivery.tag)
+        await super().finish_each(deliveries)
+
     async def finish_batch(self, batch: Sequence[Delivery]) -> None:
         last: dict[int, Delivery] = {}
         for delivery in batch:
@@ -207,6 +257,9 @@ class RoutedAmqpBus(AmqpBus):
         for delivery in last.values():
             channel = delivery.handle
             assert isinstance(channel, aiormq.Channel)
+            in_hand = self._in_hand.get(id(channel))
+            if in_hand:
+                in_hand.difference_update([t for t in in_hand if t <= delivery.tag])
             try:
                 await channel.basic_ack(delivery.tag, multiple=True)
             except (

@@ -7,6 +7,11 @@ Guarantees (on top of ``croupier.ledger.partitions``):
   to ``ceil(P / live instances)`` or gives back what it holds beyond that (the highest
   partitions first). A joining instance therefore gets its share within about one term; a
   single instance holds every partition.
+- **Given back at a batch boundary.** Partitions beyond the share are handed to
+  ``give_back`` first (the feed stops taking their deliveries and waits up to
+  ``GIVE_BACK_SECONDS``, or a quarter of the term, for those in hand to settle), then
+  released: the batch in hand is committed by this instance, not fenced and redone by the
+  next owner.
 - **Bounds.** :meth:`run` balances every ``poll`` seconds (``POLL_SECONDS``): a partition
   whose owner was killed is taken at most the term plus one poll after the owner's last
   renewal; one released by a graceful :meth:`stop` within one poll.
@@ -37,6 +42,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
+from typing import Final
 
 import structlog
 
@@ -59,6 +65,13 @@ from croupier.ledger.partitions import (
 from croupier.metrics import Metrics
 
 log = structlog.get_logger("croupier.settlement.partitions")
+
+#: The longest a partition given back waits for its deliveries in hand to settle before its
+#: lease is released (what is not settled by then goes back to the broker, for the next
+#: owner); at most a quarter of the term, so renewals are never late.
+GIVE_BACK_SECONDS: Final = 1.0
+#: Given partitions to give back and how long it may take: settle what of them is in hand.
+GiveBack = Callable[[Sequence[int], float], Awaitable[None]]
 
 
 class PartitionOwner:
@@ -89,9 +102,9 @@ class PartitionOwner:
         #: Partition never owned -> when this instance first saw it so (monotonic).
         self._never_owned: dict[int, float] = {}
 
-    async def balance(self) -> None:
+    async def balance(self, give_back: GiveBack | None = None) -> None:
         """One step: register, renew when due, then take up to the fair share or give back
-        what is beyond it."""
+        what is beyond it (handed to ``give_back`` before the release)."""
         if not self.count:
             self.count = await self.leases.count()
         live = await self.leases.register(self.instance, self.term)
@@ -108,6 +121,8 @@ class PartitionOwner:
         share = fair_share(self.count, live)
         if len(self.held) > share:
             beyond = sorted(self.held)[share:]
+            if give_back is not None:
+                await self._give_back(give_back, beyond)
             for partition in await self.leases.release(self.instance, beyond):
                 self.held.pop(partition, None)
                 self.metrics.partition_handovers.labels("released").inc()
@@ -120,6 +135,17 @@ class PartitionOwner:
         self.metrics.partitions_owned.set(len(self.held))
         if due:
             self.metrics.partition_unowned.set(await self.unowned())
+
+    async def _give_back(self, give_back: GiveBack, partitions: Sequence[int]) -> None:
+        """Let the feed settle what of ``partitions`` it holds; released regardless after."""
+        try:
+            await give_back(partitions, min(GIVE_BACK_SECONDS, self.term / 4))
+        except Exception as error:  # the broker went away: its deliveries go back anyway
+            log.warning(
+                "partitions released without settling their deliveries in hand",
+                partitions=list(partitions),
+                error=repr(error),
+            )
 
     async def join(self) -> int:
         """Register without taking anything (reading the partition count the first time):
@@ -212,11 +238,13 @@ async def consume_held(
     owner: PartitionOwner,
     assign: Callable[[frozenset[int]], Awaitable[None]],
     consumed: Callable[[], Collection[int]],
+    give_back: GiveBack | None = None,
 ) -> None:
     """Balance every poll and have ``assign`` consume exactly the partitions held (one taken
     is consumed, one lost or given back dropped), until cancelled. ``assign`` runs on a task
     of its own, again whenever what is held differs from what is ``consumed`` or the last
-    one failed, so however long it takes, the leases are renewed on time."""
+    one failed, so however long it takes, the leases are renewed on time. Partitions given
+    back go through ``give_back`` first (:meth:`PartitionOwner.balance`)."""
     try:
         await owner.join()
     except LedgerUnavailable as error:  # the first balance registers it then
@@ -228,7 +256,7 @@ async def consume_held(
         while True:
             before = set(owner.held)
             try:
-                await owner.balance()
+                await owner.balance(give_back)
             except LedgerUnavailable as error:
                 log.warning("partition leases not renewed", error=str(error))
             if before - set(owner.held):

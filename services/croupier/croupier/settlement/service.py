@@ -205,7 +205,7 @@ class Service:
         :func:`~croupier.settlement.partitions.consume_held`)."""
         owner, bus = self.owner, self.bus
         assert owner is not None and isinstance(bus, RoutedAmqpBus)
-        await consume_held(owner, bus.assign, lambda: bus.owned)
+        await consume_held(owner, bus.assign, lambda: bus.owned, bus.give_back)
 
     async def _widen_once_writable(self) -> None:
         """Take the full prefetch once the ledger's append lock has been granted: until
