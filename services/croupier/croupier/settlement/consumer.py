@@ -182,7 +182,10 @@ class FeedConsumer:
         """Give the lane the deliveries of tables that close a heavy round in ``batch``, or
         have deliveries in the lane still, in order; the rest, to settle now."""
         tables = {routed_table(d.routing_key) for d in batch if self._closes_heavy(d)}
-        tables.update(t for t in {routed_table(d.routing_key) for d in batch} if t in self._lane)
+        if self._lane.tables:
+            tables.update(
+                t for t in {routed_table(d.routing_key) for d in batch} if t in self._lane
+            )
         if not tables:
             return batch
         self._lane.add([d for d in batch if routed_table(d.routing_key) in tables])

@@ -189,17 +189,18 @@ class Settler:
                 [p for p in places if p is not None], work.rounds, work.versions
             )
             turn = Turn()  # a commit in flight makes progress between turns
+            levels = self._levels(work)
             for message, event in zip(batch, parsed, strict=True):
                 if isinstance(event, ContractError):
                     work.report.handled += await self._refuse(message, event, work)
                     continue
                 stream = stream_name(event.table_id, event.round_id)
-                await self._round_free(stream)
                 state = work.rounds[stream]
                 unread = self.meters.unread(state, event)
                 if unread:
                     await self.meters.read(unread)
-                levels = self._levels(work)
+                if self._apart:  # nothing awaited after it, before the round is touched
+                    await self._round_free(stream)
                 if event.event_type in _CLOSING_EVENTS and _heavy(state):
                     facts = await self._decide_apart(stream, state, event, levels)
                 else:
@@ -349,11 +350,11 @@ class Settler:
         if place is None or kept.key in work.raw_rejections:
             return [self._keep_malformed(message, error, kept, work)]
         stream = stream_name(place.table_id, place.round_id)
-        await self._round_free(stream)
         state = work.rounds[stream]
         unread = self.meters.unread_held(state)
         if unread:
             await self.meters.read(unread)
+        await self._round_free(stream)
         meters = work.meters
         facts = state.refuse(
             place.seq, kept, lambda table, cur: self.meters.level(table, cur, meters)
@@ -430,7 +431,9 @@ class Settler:
         self, stream: str, state: Round, event: FeedEvent, levels: MeterReader
     ) -> list[Fact]:
         """A heavy round's closing decided on a worker thread, the event loop free meanwhile;
-        a batch decided beside it that touches the round waits for the thread first."""
+        a batch decided beside it that touches the round waits for the thread first
+        (:meth:`_round_free`, just before; nothing is awaited in between)."""
+        assert stream not in self._apart, "one thread at a time on a round"
         done = self._apart[stream] = asyncio.Event()
         try:
             return await asyncio.to_thread(state.receive, event, levels)
@@ -439,11 +442,10 @@ class Settler:
             done.set()
 
     async def _round_free(self, stream: str) -> None:
-        """Wait until no worker thread decides this round (a round is touched by one thread
-        at a time)."""
-        apart = self._apart.get(stream)
-        if apart is not None:
-            await apart.wait()
+        """Wait until no worker thread decides this round: a round is touched by one thread
+        at a time, so the caller touches it next, awaiting nothing in between."""
+        while stream in self._apart:
+            await self._apart[stream].wait()
 
     def _levels(self, work: Decided) -> MeterReader:
         """The jackpot levels a round of ``work`` is decided on (as ``work`` moves them)."""
