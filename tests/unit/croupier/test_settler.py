@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import threading
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -469,23 +470,32 @@ async def shared_hand_up_to_completion(settler: Settler, players: int) -> bytes:
     return lines[-1]
 
 
-async def turns_while(work: Awaitable[Any]) -> tuple[Any, int]:
-    """What ``work`` gives, and how many turns another task got while it ran."""
-    turns, running = 0, True
+@contextlib.asynccontextmanager
+async def counting_turns() -> AsyncIterator[Callable[[], int]]:
+    """Another task counting the turns it gets; yields how many it has had so far."""
+    turns = 0
 
     async def other_task() -> None:
         nonlocal turns
-        while running:
+        while True:
             turns += 1
             await asyncio.sleep(0)
 
     other = asyncio.create_task(other_task())
     await asyncio.sleep(0)
-    started = turns
-    result = await work
-    running = False
-    await other
-    return result, turns - started
+    try:
+        yield lambda: turns
+    finally:
+        other.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await other
+
+
+async def turns_while(work: Awaitable[Any]) -> tuple[Any, int]:
+    """What ``work`` gives, and how many turns another task got while it ran."""
+    async with counting_turns() as turns:
+        started = turns()
+        return await work, turns() - started
 
 
 async def test_a_large_round_lets_the_event_loop_run_while_its_results_are_encoded(
@@ -512,24 +522,16 @@ async def test_a_batch_gives_the_event_loop_turns_while_it_is_decided(
     settler = Settler(ledger)
     table = TableSpec("busy", "casino-holdem/classic", players=2_000)
     lines = [m.body for m in simulate(StudioConfig(tables=(table,), rounds=1, seed=5))]
-    turns, seen = 0, []
+    seen: list[int] = []
     decide_one = Settler._handled
+    async with counting_turns() as turns:
 
-    def counted(self: Settler, *args: Any) -> Any:
-        seen.append(turns)
-        return decide_one(self, *args)
+        def counted(self: Settler, *args: Any) -> Any:
+            seen.append(turns())
+            return decide_one(self, *args)
 
-    monkeypatch.setattr(Settler, "_handled", counted)
-
-    async def other_task() -> None:
-        nonlocal turns
-        while len(seen) < 2_000:
-            turns += 1
-            await asyncio.sleep(0)
-
-    other = asyncio.create_task(other_task())
-    work = await settler.decide([Inbound(b, n) for n, b in enumerate(lines[:2_000])])
-    await other
+        monkeypatch.setattr(Settler, "_handled", counted)
+        work = await settler.decide([Inbound(b, n) for n, b in enumerate(lines[:2_000])])
     assert len(work.report.handled) == len(seen) == 2_000
     assert seen[-1] - seen[0] >= 2
 
@@ -542,27 +544,19 @@ async def test_a_heavy_rounds_closing_is_decided_while_the_event_loop_runs(
     it, not only between messages (counted at the start and end of the decision)."""
     settler = Settler(ledger)
     completed = await shared_hand_up_to_completion(settler, 10_000)
-    turns, seen = 0, []
+    seen: list[int] = []
     receive = Round.receive
+    async with counting_turns() as turns:
 
-    def counted(self: Round, *args: Any) -> Any:
-        seen.append(turns)
-        try:
-            return receive(self, *args)
-        finally:
-            seen.append(turns)
+        def counted(self: Round, *args: Any) -> Any:
+            seen.append(turns())
+            try:
+                return receive(self, *args)
+            finally:
+                seen.append(turns())
 
-    monkeypatch.setattr(Round, "receive", counted)
-
-    async def other_task() -> None:
-        nonlocal turns
-        while len(seen) < 2:
-            turns += 1
-            await asyncio.sleep(0)
-
-    other = asyncio.create_task(other_task())
-    work = await settler.decide([Inbound(completed, 0)])
-    await other
+        monkeypatch.setattr(Round, "receive", counted)
+        work = await settler.decide([Inbound(completed, 0)])
     assert len(work.outbox) == 10_000
     assert seen[1] - seen[0] >= 2
 

@@ -211,6 +211,7 @@ class RoutedAmqpBus(AmqpBus):
                     return
                 queue = partition_queue(partition, self.count)
                 tag = await consume_inline(fresh, queue, self._receive)
+                self._in_hand.pop(id(underlay), None)  # the broker has those back already
                 if partition in self._partitions:
                     self._partitions[partition] = (channel, fresh, tag)
                 return
