@@ -227,12 +227,12 @@ async def test_a_round_of_150000_bets_is_appended_within_the_session_limits(
 
 
 @pytest.mark.parametrize("odd_chunk", [None, 0, 2])
-async def test_outbox_chunks_each_packed_or_as_arrays(
+async def test_outbox_chunks_packed_as_arrays_or_copied(
     postgres_database: str, monkeypatch: pytest.MonkeyPatch, odd_chunk: int | None
 ) -> None:
-    """A batch's outbox past the first chunk goes a statement per chunk; a chunk holding a
-    text with the separator of packed columns (or an empty one) goes as arrays, the others
-    packed, and every row is stored as given, in order."""
+    """A batch's first outbox chunk goes with its events, as arrays when it holds a text
+    with the separator of packed columns (or an empty one), else packed; the rest is
+    copied a chunk at a time (whatever the texts); every row is stored as given, in order."""
     monkeypatch.setattr("croupier.ledger.postgres.OUTBOX_CHUNK", 3)
     routing = [f"EUR.p{i}" for i in range(8)]
     if odd_chunk is not None:
