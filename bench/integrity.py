@@ -798,7 +798,7 @@ def day_here(echo: Callable[[str], None] = print) -> None:
     )
     building = not any(tables.cache_dir().glob("integrity-*"))
     load = os.getloadavg()[0]
-    marks = [(time.perf_counter(), time.process_time())]
+    marks = [(time.perf_counter(), _cpu())]
     rounds = []
     ahead = TablesAhead()  # as croupier integrity: the tables built while the rest is read
     for page in range(0, len(facts), 2_000):  # as croupier integrity reads the ledger
@@ -807,11 +807,11 @@ def day_here(echo: Callable[[str], None] = print) -> None:
         ]
         gc.freeze()
         ahead.see(rounds)
-    marks.append((time.perf_counter(), time.process_time()))
+    marks.append((time.perf_counter(), _cpu()))
     ahead.finish(rounds)
-    marks.append((time.perf_counter(), time.process_time()))
-    totals = summed_terms(rounds)  # as croupier integrity sums them: a thread per core
-    marks.append((time.perf_counter(), time.process_time()))
+    marks.append((time.perf_counter(), _cpu()))
+    totals = summed_terms(rounds)  # as croupier integrity sums them: a worker per core
+    marks.append((time.perf_counter(), _cpu()))
     wall, cpu = (marks[-1][i] - marks[0][i] for i in (0, 1))
     (read_w, read_c), (build_w, build_c), (terms_w, terms_c) = (
         (b[0] - a[0], b[1] - a[1]) for a, b in pairwise(marks)
@@ -843,6 +843,12 @@ def day_here(echo: Callable[[str], None] = print) -> None:
 
 #: Rounds of each kind timed one at a time, after the day, for the cost of each kind.
 KIND_SAMPLE: Final = 2_000
+
+
+def _cpu() -> float:
+    """CPU seconds of this process and of its children waited for (the terms' workers)."""
+    times = os.times()
+    return time.process_time() + times.children_user + times.children_system
 
 
 def _terms_by_kind(rounds: Sequence[PreparedRound]) -> dict[str, tuple[int, float]]:

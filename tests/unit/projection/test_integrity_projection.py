@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -35,7 +36,12 @@ from croupier.projection.integrity import (
 )
 from croupier.projection.projector import Projector
 from croupier.reports import integrity as integrity_report
-from croupier.reports.integrity import prepare_settled, settled_terms, summed_terms
+from croupier.reports.integrity import (
+    PreparedRound,
+    prepare_settled,
+    settled_terms,
+    summed_terms,
+)
 from croupier.settlement.round import SETTLED
 from holdem.integrity.terms import Terms
 
@@ -202,19 +208,42 @@ async def test_the_command_recomputes_the_period_from_the_ledger(
     assert backwards.returncode == 2 and "--from must be before --to" in backwards.stderr
 
 
-async def test_terms_summed_on_threads_equal_the_sum_round_by_round(
-    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+@pytest.fixture
+def settled_rounds(tmp_path: Path, feed: list[bytes]) -> list[PreparedRound]:
+    """The feed's settled rounds, prepared, read with no event loop left running."""
+
+    async def read() -> list[PreparedRound]:
+        async with open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}") as ledger:
+            await ledger.migrate()
+            await settle(ledger, feed)
+            records = await ledger.read_all(0, 1_000_000)
+        return [p for r in records if r.type == SETTLED for p in prepare_settled(r.data)]
+
+    return asyncio.run(read())
+
+
+@pytest.mark.parametrize("workers", ["threads", "processes"])
+def test_terms_summed_by_workers_equal_the_sum_round_by_round(
+    settled_rounds: list[PreparedRound], monkeypatch: pytest.MonkeyPatch, workers: str
 ) -> None:
-    """``summed_terms`` works chunks of rounds on several threads and sums them in the
-    rounds' order: every total equals the one-thread sum exactly, several-box rounds
-    included, and the progress counts every round once."""
+    """``summed_terms`` works chunks of rounds on a worker per core (threads, or processes
+    forked for a large period) and sums them in the rounds' order: every total equals the
+    one-by-one sum exactly, several-box rounds included, and the progress counts every
+    round once."""
     monkeypatch.setattr(integrity_report, "TERMS_CHUNK", 7)  # many chunks for few rounds
-    rounds = [
-        prepared
-        for record in await ledger.read_all(0, 1_000_000)
-        if record.type == SETTLED
-        for prepared in prepare_settled(record.data)
-    ]
+    parent = os.getpid()
+    forked = multiprocessing.get_context("fork").Value("i", 0)  # spans worked elsewhere
+    if workers == "processes":
+        monkeypatch.setattr(integrity_report, "PROCESSES_FROM", 1)
+    work = integrity_report._span_terms
+
+    def counted(rounds: list[PreparedRound], span: tuple[int, int]) -> list[Terms]:
+        with forked.get_lock():
+            forked.value += os.getpid() != parent
+        return work(rounds, span)
+
+    monkeypatch.setattr(integrity_report, "_span_terms", counted)
+    rounds = settled_rounds
     assert any(len(prepared.round.boxes) > 1 for prepared in rounds)
     one_by_one: dict[tuple[str, str, str], Terms] = {}
     for prepared in rounds:
@@ -222,6 +251,7 @@ async def test_terms_summed_on_threads_equal_the_sum_round_by_round(
     advanced: list[int] = []
     assert summed_terms(rounds, advanced.append) == one_by_one
     assert sum(advanced) == len(rounds) and len(advanced) > 2
+    assert forked.value == (len(advanced) if workers == "processes" else 0)
 
 
 def _met(*ids: str) -> list[Any]:

@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
         return ExitCode.OK
     if args.start and args.end and args.start >= args.end:
         raise CommandError("--from must be before --to", "give a period that is not empty")
-    report = asyncio.run(_integrity(ledger_of(args), args.start, args.end))
+    report = _integrity(ledger_of(args), args.start, args.end)
     if args.json:
         print_json(report)
     else:
@@ -119,18 +119,24 @@ def run(args: argparse.Namespace) -> int:
     return ExitCode.FINDING if report["findings"] else ExitCode.OK
 
 
-async def _integrity(url: str, start: datetime | None, end: datetime | None) -> dict[str, Any]:
+def _integrity(url: str, start: datetime | None, end: datetime | None) -> dict[str, Any]:
     ahead = TablesAhead()
     try:
-        async with ledger_at(url) as ledger:
-            rounds, no_cards = await _read(ledger, start, end, ahead)
-        ahead.finish(rounds)
+        rounds, no_cards = asyncio.run(_read_period(url, start, end, ahead))
+        ahead.finish(rounds)  # the event loop closed: the terms may fork their workers
         with Progress("integrity: rounds", "rounds", len(rounds)) as progress:
             totals = summed_terms(rounds, progress.advance)
     finally:
         ahead.wait()
         gc.unfreeze()
     return _report(totals, no_cards, start, end)
+
+
+async def _read_period(
+    url: str, start: datetime | None, end: datetime | None, ahead: TablesAhead
+) -> tuple[list[PreparedRound], int]:
+    async with ledger_at(url) as ledger:
+        return await _read(ledger, start, end, ahead)
 
 
 async def _read(
