@@ -14,7 +14,7 @@ from croupier.ledger import Ledger, RecordedEvent, open_ledger
 from croupier.metrics import Metrics
 from croupier.settlement.consumer import FeedConsumer, _Acks
 from croupier.settlement.round import SETTLED, stream_name
-from croupier.settlement.settler import BatchReport, Settler
+from croupier.settlement.settler import BatchReport, Inbound, Settler
 from studio import StudioConfig, TableSpec, simulate
 from studio.message import FeedMessage
 
@@ -166,14 +166,8 @@ async def test_a_sweep_leaves_the_rounds_of_busy_tables_alone(tmp_path: Path) ->
         await ledger.migrate()
         settler = Settler(ledger)
         for feed in feeds:
-            await _publish_to(settler, feed[:2])
+            await settler.handle([Inbound(m.body, n) for n, m in enumerate(feed[:2])])
         report = await settler.expire(300, 0, busy={"busy"})
         assert [r.stream.split(":")[1] for r in report.closed] == ["idle"]
         report = await settler.expire(300, 0)
         assert [r.stream.split(":")[1] for r in report.closed] == ["busy"]
-
-
-async def _publish_to(settler: Settler, messages: Sequence[FeedMessage]) -> None:
-    from croupier.settlement.settler import Inbound
-
-    await settler.handle([Inbound(m.body, n) for n, m in enumerate(messages)])

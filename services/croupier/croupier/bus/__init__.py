@@ -65,6 +65,11 @@ SHA256_HEADER: Final = "x-original-sha256"
 T = TypeVar("T")
 
 
+def routed_table(routing_key: str) -> str:
+    """The table a feed routing key (``<table_id>.<event_type>``) names: its first word."""
+    return routing_key.split(".", 1)[0]
+
+
 class Inbox(Generic[T]):
     """Deliveries as they arrive, taken in batches.
 

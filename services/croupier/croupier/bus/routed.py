@@ -57,7 +57,7 @@ from pamqp import commands as spec
 
 from contract.consuming import consume_inline
 from contract.feed import TABLE_ID_PATTERN
-from croupier.bus import DEAD_LETTER_RECORD_QUEUE, BusError, Delivery
+from croupier.bus import DEAD_LETTER_RECORD_QUEUE, BusError, Delivery, routed_table
 from croupier.bus.amqp import AmqpBus, declare_topology
 from croupier.bus.topology import (
     ROUTED_EXCHANGE,
@@ -77,11 +77,6 @@ ROUTER_PREFETCH: Final = 50
 _TABLE_ID: Final = re.compile(TABLE_ID_PATTERN)
 #: Set on every copy the router republishes: one seen again by the router lost its binding.
 ROUTED_HEADER: Final = "croupier-routed"
-
-
-def routed_table(routing_key: str) -> str:
-    """The table a feed routing key (``<table_id>.<event_type>``) names: its first word."""
-    return routing_key.split(".", 1)[0]
 
 
 class RoutedAmqpBus(AmqpBus):

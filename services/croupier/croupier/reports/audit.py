@@ -20,7 +20,7 @@ from typing import Any, Final
 
 from croupier.ledger import RecordedEvent
 from croupier.settlement.facts import closing
-from croupier.settlement.meters import METER_MOVED
+from croupier.settlement.meters import METER_MOVED, METER_PREFIX
 from croupier.settlement.round import SETTLED, VOIDED
 from holdem import PayTableError, load_paytable
 
@@ -111,7 +111,7 @@ def round_problems(closed: Mapping[str, Any]) -> list[str]:
 
 def _seed(stream: str) -> int | None:
     """The seed of a meter stream ``jackpot:<paytable>:<currency>``, None if unknown."""
-    paytable_id = stream.removeprefix("jackpot:").rpartition(":")[0]
+    paytable_id = stream.removeprefix(METER_PREFIX).rpartition(":")[0]
     try:
         jackpot = load_paytable(paytable_id).jackpot
     except (PayTableError, KeyError, ValueError):

@@ -58,8 +58,7 @@ from typing import Final
 import structlog
 
 from contract.codes import RejectionCode
-from croupier.bus import BusError, Delivery, FeedSource
-from croupier.bus.routed import routed_table
+from croupier.bus import BusError, Delivery, FeedSource, routed_table
 from croupier.ledger import Fenced, HeadNotSigned, LedgerUnavailable, VersionConflict
 from croupier.logs import context_ids
 from croupier.metrics import Metrics
