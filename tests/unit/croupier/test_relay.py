@@ -37,7 +37,7 @@ from croupier.ledger.keyring import KeyEntry, Keyring
 from croupier.ledger.signing import LedgerKey
 from croupier.metrics import Metrics
 from croupier.settlement.deadletters import ORIGINAL_ROUTING_KEY
-from croupier.settlement.relay import Committed, OutboxRelay, derive
+from croupier.settlement.relay import PAGES_IN_FLIGHT, Committed, OutboxRelay, derive
 from croupier.settlement.results import message_id
 from croupier.settlement.settler import Inbound, Settler
 from studio import StudioConfig, TableSpec, simulate
@@ -241,19 +241,22 @@ class SlowBroker(MemoryBus):
         super().__init__()
         self.fail_page = fail_page
         self.pages = 0
-        self.in_flight = False
+        self.in_flight = 0  # pages the broker has and has not answered yet
+        self.most_in_flight = 0
         self.confirmed: set[str] = set()
 
     async def publish(self, messages: Sequence[Outgoing]) -> list[Refused]:
         self.pages += 1
-        self.in_flight = True
+        page = self.pages
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
         try:
             await asyncio.sleep(0.02)  # the broker's confirms
-            if self.pages == self.fail_page:
+            if page == self.fail_page:
                 raise BusError("the connection dropped before the confirms")
             refused = await super().publish(messages)
         finally:
-            self.in_flight = False
+            self.in_flight -= 1
         self.confirmed.update(m.message_id for m in messages)
         return refused
 
@@ -461,6 +464,25 @@ async def test_committed_results_take_turns_and_a_failure_loses_none(ledger: Led
     assert counter(relay.metrics, "croupier_outbox_backlog") == 0
     assert await ledger.pending_outbox() == []
     assert broker.confirmed == {m.message_id for _, ms in outbox for m in ms}
+
+
+async def test_committed_pages_are_with_the_broker_two_at_once_in_order(ledger: Ledger) -> None:
+    """The next page of a large round goes out while the broker confirms the one before:
+    two pages in flight, never more, the round's results published in outbox order, each
+    marked once confirmed."""
+    table = TableSpec("own-shared", "casino-holdem/classic", players=2_000)
+    feed = [m.body for m in simulate(StudioConfig(tables=(table,), rounds=1, seed=3))]
+    outbox = (await Settler(ledger).handle(deliveries(feed))).outbox
+    broker = SlowBroker()
+    got: list[str] = []
+    broker.subscribe("#", lambda message: got.append(message.message_id))
+    relay = OutboxRelay(ledger, broker, Metrics(), batch=300)
+    relay.committed(outbox)
+    written = [m.message_id for _, messages in outbox for m in messages]
+    assert await relay.relay_committed() == len(written) > 3 * 300
+    assert broker.most_in_flight == PAGES_IN_FLIGHT == 2
+    assert got == written
+    assert await ledger.pending_outbox() == [] and not relay.own
 
 
 async def test_beyond_its_limit_the_oldest_committed_fact_is_left_to_the_holder(

@@ -104,12 +104,16 @@ WRITER_GRACE: Final = 2.0
 DERIVE_INLINE: Final = 256 * 1024
 #: A page holds at most this many messages of one settlement before the next one's turn.
 TURN: Final = 250
+#: Pages of this process's own messages the broker confirms at once (``relay_committed``).
+PAGES_IN_FLIGHT: Final = 2
 
 A = TypeVar("A")
 B = TypeVar("B")
 #: A page of this process's own messages as published: (position, message) each, what went
 #: to the broker, and what it refused by id.
-_Published = tuple[Sequence[tuple[int, OutboxMessage]], Sequence[Outgoing], Mapping[str, Refused]]
+_Flying = tuple[
+    Sequence[tuple[int, OutboxMessage]], Sequence[Outgoing], "asyncio.Future[dict[str, Refused]]"
+]
 
 
 def instance_name() -> str:
@@ -254,32 +258,44 @@ class OutboxRelay:
 
         Nothing is read back or derived: the messages are those the transaction that
         committed them wrote (``outbox_rule`` of the facts as stored; ``verify`` holds every
-        outbox row to it). Pipelined like ``relay_pending``: while the broker confirms a
-        page, the page before it is marked. A failure puts what was not marked back first.
+        outbox row to it). Up to ``PAGES_IN_FLIGHT`` pages are with the broker at once, in
+        order on one channel, so it never waits for the relay to build the next page; each
+        is marked, in page order, once its confirms are in, the next page already on its
+        way. A failure puts what was not marked back first.
         """
-        taken, done = 0, None
+        taken = 0
+        flying: deque[_Flying] = deque()
         self._gauge_backlog()
-        page = self.own.take(self.batch, self.turn)
         try:
-            while page:
-                outgoing = [_outgoing(position, message) for position, message in page]
-                taken += len(page)
-                refused, _ = await _both(self._publish(outgoing), self._mark_own(done))
-                done = (page, outgoing, refused)
-                page = [] if self._stopping.is_set() else self.own.take(self.batch, self.turn)
-            await self._mark_own(done)
+            taken += self._launch(flying)
+            while flying:
+                page, outgoing, publishing = flying.popleft()
+                refused = await publishing
+                taken += self._launch(flying)
+                await self._mark(outgoing, refused, written=True)
+                self.own.done(page)
         except BaseException:
+            for *_, publishing in flying:
+                publishing.cancel()
+            await asyncio.gather(*(publishing for *_, publishing in flying), return_exceptions=True)
             self.own.retake()
             raise
         finally:
             self._gauge_backlog()
         return taken
 
-    async def _mark_own(self, done: _Published | None) -> None:
-        if done is not None:
-            page, outgoing, refused = done
-            await self._mark(outgoing, refused, written=True)
-            self.own.done(page)
+    def _launch(self, flying: deque[_Flying]) -> int:
+        """Put pages of this process's own messages with the broker until
+        ``PAGES_IN_FLIGHT`` are; the number of messages taken."""
+        taken = 0
+        while len(flying) < PAGES_IN_FLIGHT and not self._stopping.is_set():
+            page = self.own.take(self.batch, self.turn)
+            if not page:
+                break
+            outgoing = [_outgoing(position, message) for position, message in page]
+            flying.append((page, outgoing, asyncio.ensure_future(self._publish(outgoing))))
+            taken += len(page)
+        return taken
 
     async def relay_pending(self) -> int:
         """Publish page after page while messages are pending (the lease held, not asked
