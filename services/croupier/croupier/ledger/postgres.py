@@ -337,14 +337,16 @@ class PostgresLedger(Ledger):
         async with self._append_locked() as conn:
             if fence is not None:
                 await _check_fence(conn, fence)
-            head = await _head(conn)
+            head, existing, versions, existing_outbox = await _before_append(
+                conn, keys, batch_streams(appends), ids
+            )
             plan = plan_append(
                 appends,
                 outbox,
-                existing={row.key: row for row in await _rows_by_key(conn, keys)},
-                versions=await _versions(conn, batch_streams(appends)),
+                existing=existing,
+                versions=versions,
                 head=head,
-                existing_outbox=await _outbox_by_id(conn, ids),
+                existing_outbox=existing_outbox,
                 recorded_at=datetime.now(UTC),
             )
             signed: tuple[int, str, str, str, int] | tuple[None, ...] = (None,) * 5
@@ -882,13 +884,28 @@ class PostgresPartitions(PartitionLeases):
 # The lookups go through LATERAL (... LIMIT 1): a subquery with LIMIT cannot be flattened
 # into a join, so each key is one index probe. A plain `= ANY($1)` or join lets a planner
 # without fresh statistics (a new or fast-growing ledger) choose a full scan per batch.
-_ROWS_BY_KEY = f"""
-    SELECT e.* FROM unnest($1::text[]) AS k(key)
-    CROSS JOIN LATERAL ({_SELECT} WHERE events.key = k.key LIMIT 1) AS e
-"""
-_VERSIONS = """
-    SELECT s.stream, (SELECT max(version) FROM events e WHERE e.stream = s.stream)
-    FROM unnest($1::text[]) AS s(stream)
+#: What an append reads once it holds the lock, in one round trip (each costs the append a
+#: turn of the event loop, which a settler deciding the next batch gives once a
+#: millisecond): the chain's head, the rows already recorded under the batch's keys, the
+#: streams' versions and the outbox rows already recorded under its first ids.
+_BEFORE_APPEND = f"""
+    SELECT
+        (SELECT ROW(position, hash) FROM events ORDER BY position DESC LIMIT 1),
+        ARRAY(
+            SELECT ROW(e.*) FROM unnest($1::text[]) AS k(key)
+            CROSS JOIN LATERAL ({_SELECT} WHERE events.key = k.key LIMIT 1) AS e
+        ),
+        ARRAY(
+            SELECT ROW(s.stream, (SELECT max(version) FROM events e WHERE e.stream = s.stream))
+            FROM unnest($2::text[]) AS s(stream)
+        ),
+        ARRAY(
+            SELECT ROW(o.*) FROM unnest($3::text[]) AS k(id)
+            CROSS JOIN LATERAL (
+                SELECT message_id, exchange, routing_key, body FROM outbox
+                WHERE outbox.message_id = k.id LIMIT 1
+            ) AS o
+        )
 """
 _OUTBOX_BY_ID = """
     SELECT o.* FROM unnest($1::text[]) AS k(id)
@@ -940,21 +957,27 @@ def _chain_row(row: asyncpg.Record | Sequence[Any]) -> ChainRow:
     )
 
 
-async def _rows_by_key(conn: Conn, keys: list[str]) -> list[ChainRow]:
-    if not keys:
-        return []
-    rows = await conn.fetch(_ROWS_BY_KEY, keys)
-    return [_chain_row(row) for row in rows]
-
-
-async def _versions(conn: Conn, streams: list[str]) -> dict[str, int]:
-    rows = await conn.fetch(_VERSIONS, streams)
-    return {row[0]: row[1] for row in rows if row[1] is not None}
-
-
-async def _head(conn: Conn) -> tuple[int, str]:
-    row = await conn.fetchrow("SELECT position, hash FROM events ORDER BY position DESC LIMIT 1")
-    return (0, GENESIS_HASH) if row is None else (row[0], row[1])
+async def _before_append(
+    conn: Conn, keys: list[str], streams: list[str], ids: list[str]
+) -> tuple[tuple[int, str], dict[str, ChainRow], dict[str, int], dict[str, tuple[str, str, str]]]:
+    """What ``plan_append`` needs from the database (``_BEFORE_APPEND``): the head, the
+    recorded rows by key, the streams' versions and the recorded outbox rows by id (past
+    the first ``OUTBOX_CHUNK`` ids, a statement per chunk: no statement of the append grows
+    with the round, for ``statement_timeout``)."""
+    row = await conn.fetchrow(_BEFORE_APPEND, keys, streams, ids[:OUTBOX_CHUNK])
+    assert row is not None, "a SELECT without FROM returns one row"
+    head, rows, versions, outbox = row
+    existing = {row.key: row for row in map(_chain_row, rows)}
+    found = {message_id: (exchange, key, body) for message_id, exchange, key, body in outbox}
+    for start in range(OUTBOX_CHUNK, len(ids), OUTBOX_CHUNK):
+        rows = await conn.fetch(_OUTBOX_BY_ID, ids[start : start + OUTBOX_CHUNK])
+        found.update((row[0], (row[1], row[2], row[3])) for row in rows)
+    return (
+        (0, GENESIS_HASH) if head is None else (head[0], head[1]),
+        existing,
+        {stream: version for stream, version in versions if version is not None},
+        found,
+    )
 
 
 async def _known(conn: Conn, ids: list[str]) -> list[str]:
@@ -964,16 +987,6 @@ async def _known(conn: Conn, ids: list[str]) -> list[str]:
         ids,
     )
     return [row[0] for row in rows]
-
-
-async def _outbox_by_id(conn: Conn, ids: list[str]) -> dict[str, tuple[str, str, str]]:
-    """The outbox rows recorded under ``ids``, ``OUTBOX_CHUNK`` ids per statement: like
-    the inserts, no statement of the append grows with the round (``statement_timeout``)."""
-    found: dict[str, tuple[str, str, str]] = {}
-    for start in range(0, len(ids), OUTBOX_CHUNK):
-        rows = await conn.fetch(_OUTBOX_BY_ID, ids[start : start + OUTBOX_CHUNK])
-        found.update((row[0], (row[1], row[2], row[3])) for row in rows)
-    return found
 
 
 async def create_database_if_missing(url: str) -> bool:
