@@ -24,6 +24,8 @@ from croupier.ledger import Fenced, open_ledger
 from croupier.ledger.postgres import PostgresLedger
 from croupier.metrics import Metrics
 from croupier.settlement.partitions import PartitionOwner
+from croupier.settlement.settler import Inbound, Settler
+from studio import StudioConfig, TableSpec, simulate
 
 if TYPE_CHECKING:
     pass
@@ -249,8 +251,14 @@ async def test_an_owner_paused_by_sigstop_is_replaced_and_never_appends_again(
 async def test_croupier_partitions_lists_owners_epochs_expiry_and_instances(
     postgres_database: str,
 ) -> None:
+    """Each partition's owner, epoch, expiry and open rounds (the oldest's age); the
+    instances and how many partitions each holds."""
+    table = TableSpec(table_in(1), "casino-holdem/classic", players=2)
+    feed = [m.body for m in simulate(StudioConfig(tables=(table,), rounds=1, seed=5))]
     async with open_ledger(postgres_database) as owner:
         await owner.migrate(partitions=P)
+        unfinished = feed[:-1]  # everything but round.completed: the round stays open
+        await Settler(owner).handle([Inbound(b, n) for n, b in enumerate(unfinished, 1)])
     one, two = PostgresLedger(postgres_database), PostgresLedger(postgres_database)
     try:
         a = PartitionOwner(one, "instance-a", Metrics(), term=30)
@@ -267,6 +275,9 @@ async def test_croupier_partitions_lists_owners_epochs_expiry_and_instances(
             ("instance-a", 1, "owned") for _ in range(P // 2)
         ] + [("instance-b", 2, "owned") for _ in range(P // 2)]
         assert all(25 < rows[p]["expires_in_seconds"] <= 30 for p in range(P))
+        assert [rows[p]["open_rounds"] for p in range(P)] == [int(p == 1) for p in range(P)]
+        assert 0 <= rows[1]["oldest_open_seconds"] < 60
+        assert all(rows[p]["oldest_open_seconds"] is None for p in range(P) if p != 1)
         assert {(i["id"], i["partitions"]) for i in document["instances"]} == {
             ("instance-a", P // 2),
             ("instance-b", P // 2),
@@ -274,6 +285,7 @@ async def test_croupier_partitions_lists_owners_epochs_expiry_and_instances(
         await a.stop()
         text = await _croupier("partitions", "--ledger", postgres_database)
         assert "partition  owner" in text
+        assert "1, oldest " in text and "none" in text
         assert f"{P} partitions: {P // 2} owned, {P // 2} free or expired" in text
         assert "instance-a" not in text
     finally:

@@ -180,6 +180,15 @@ def add_json_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def age_text(seconds: float) -> str:
+    """A duration for people: seconds up to two minutes, minutes up to two hours, hours."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
 def print_json(document: Any) -> None:
     """Print ``document`` as JSON on stdout."""
     print(json.dumps(document, indent=1, sort_keys=False, default=str))

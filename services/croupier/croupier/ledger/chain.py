@@ -15,12 +15,9 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from contract.canonical import quote as _quote
-
-if TYPE_CHECKING:
-    pass
 
 GENESIS_HASH = "0" * 64
 

@@ -1,8 +1,12 @@
 """``croupier partitions``: who owns each partition of the ledger, at which epoch, until when,
-its lag, and the instances that share them.
+its open rounds and lag, and the instances that share them.
 
 Reads the ledger's ``partition_leases`` and ``instances`` (the database's clock), so it
-shows what every instance holds, whichever runs it. A partition's lag is what its feed queue
+shows what every instance holds, whichever runs it. Each partition's open rounds (its
+tables' rounds not settled or voided, read from the ledger as ``croupier rounds --open``
+reads them, up to ``OPEN_LIMIT`` in all) and how long the oldest has been open: a round
+open far longer than a game lasts is a partition nobody settles, or a feed that stopped
+mid-round (``rounds --open`` says what it waits for). A partition's lag is what its feed queue
 holds ready at the broker (``--amqp``, default ``CROUPIER_AMQP_URL`` when set; read with
 passive declares, which change nothing), beside the queue's consumers; the routed feed's
 ``croupier.feed.unrouted`` queue is counted too (tables the router has not bound yet). With
@@ -36,6 +40,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import re
+import time
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -43,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 from croupier.cli.console import (
     add_json_argument,
     add_ledger_argument,
+    age_text,
     ledger_at,
     ledger_of,
     print_json,
@@ -52,6 +58,10 @@ from croupier.errors import CommandError, ExitCode, reaching
 
 if TYPE_CHECKING:
     from croupier.bus.amqp import QueueDepth
+    from croupier.ledger import Ledger
+
+#: The open rounds read at most (oldest first), as ``croupier rounds --open`` by default.
+OPEN_LIMIT = 10_000
 
 
 def register(subparsers: Any) -> None:
@@ -110,11 +120,13 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(document)
         return ExitCode.OK
-    print(f"{'partition':>9}  {'owner':<36} {'epoch':>7}  {'expires in':<22} lag")
+    print(
+        f"{'partition':>9}  {'owner':<36} {'epoch':>7}  {'expires in':<22} {'open rounds':<20} lag"
+    )
     for lease in document["leases"]:
         print(
             f"{lease['partition']:>9}  {lease['owner'] or '-':<36} {lease['epoch']:>7}  "
-            f"{_expiry(lease):<22} {_lag(lease)}"
+            f"{_expiry(lease):<22} {_open(lease):<20} {_lag(lease)}"
         )
     print(f"{'instance':<36} {'seen':>9}  {'partitions':>10}")
     for instance in document["instances"]:
@@ -160,6 +172,12 @@ def _add_lag(document: dict[str, Any], depths: dict[str, QueueDepth | None]) -> 
     document["unrouted"] = unrouted.ready if unrouted else None
 
 
+def _open(lease: dict[str, Any]) -> str:
+    if not lease["open_rounds"]:
+        return "none"
+    return f"{lease['open_rounds']}, oldest {age_text(lease['oldest_open_seconds'])}"
+
+
 def _lag(lease: dict[str, Any]) -> str:
     if "lag" not in lease:
         return "-"
@@ -180,6 +198,7 @@ async def _read(url: str) -> dict[str, Any]:
         count = await leases.count()
         rows = await leases.leases()
         instances = await leases.instances()
+        oldest = await _open_rounds(ledger, count)
     held = Counter(lease.owner for lease in rows if lease.owner and lease.expires_in > 0)
     return {
         "partitions": count,
@@ -189,6 +208,10 @@ async def _read(url: str) -> dict[str, Any]:
                 "owner": lease.owner,
                 "epoch": lease.epoch,
                 "expires_in_seconds": round(lease.expires_in, 3) if lease.epoch else None,
+                "open_rounds": len(oldest.get(lease.partition, [])),
+                "oldest_open_seconds": (
+                    round(max(oldest[lease.partition]), 3) if lease.partition in oldest else None
+                ),
                 "state": (
                     "free"
                     if lease.owner is None
@@ -208,6 +231,21 @@ async def _read(url: str) -> dict[str, Any]:
             for instance in instances
         ],
     }
+
+
+async def _open_rounds(ledger: Ledger, partitions: int) -> dict[int, list[float]]:
+    """How long (seconds) each open round has been open, by its table's partition."""
+    from croupier.ledger.partitions import partition_of
+    from croupier.settlement.settler import Settler
+
+    settler = Settler(ledger, cache_rounds=OPEN_LIMIT)
+    await settler.load_open(OPEN_LIMIT)
+    now = time.time()
+    ages: dict[int, list[float]] = {}
+    for state in settler.rounds:
+        partition = partition_of(state.table_id, partitions)
+        ages.setdefault(partition, []).append(now - (state.started_at or now))
+    return ages
 
 
 def _expiry(lease: dict[str, Any]) -> str:

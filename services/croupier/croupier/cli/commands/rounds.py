@@ -17,6 +17,7 @@ from typing import Any
 from croupier.cli.console import (
     add_json_argument,
     add_ledger_argument,
+    age_text,
     bounded_int,
     ledger_at,
     ledger_of,
@@ -51,9 +52,9 @@ def run(args: argparse.Namespace) -> int:
         return ExitCode.OK
     for row in rows:
         left = row["times_out_in_seconds"]
-        due = f"voided in {_age(left)}" if left > 0 else "voided at the next sweep"
+        due = f"voided in {age_text(left)}" if left > 0 else "voided at the next sweep"
         print(
-            f"{row['table_id']:<20} {row['round_id']:<32} open {_age(row['age_seconds']):>9}  "
+            f"{row['table_id']:<20} {row['round_id']:<32} open {age_text(row['age_seconds']):>9}  "
             f"{row['waiting_for']}  ({due})"
         )
     print(f"{len(rows)} open round{'s' if len(rows) != 1 else ''}")
@@ -85,11 +86,3 @@ def _row(state: Round, now: float, timeout: float) -> dict[str, Any]:
         "times_out_at": datetime.fromtimestamp(started + timeout, UTC).isoformat(),
         "times_out_in_seconds": round(started + timeout - now, 3),
     }
-
-
-def _age(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
