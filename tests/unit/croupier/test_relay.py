@@ -485,6 +485,24 @@ async def test_committed_pages_are_with_the_broker_two_at_once_in_order(ledger: 
     assert await ledger.pending_outbox() == [] and not relay.own
 
 
+async def test_a_stopped_relay_drains_what_it_committed_page_after_page(ledger: Ledger) -> None:
+    """At shutdown the relay is stopped, then drained: each call publishes a page, and the
+    drain publishes every message this process committed."""
+    table = TableSpec("own-shared", "casino-holdem/classic", players=1_000)
+    feed = [m.body for m in simulate(StudioConfig(tables=(table,), rounds=1, seed=3))]
+    outbox = (await Settler(ledger).handle(deliveries(feed))).outbox
+    broker = SlowBroker()
+    got: list[str] = []
+    broker.subscribe("#", lambda message: got.append(message.message_id))
+    relay = OutboxRelay(ledger, broker, Metrics(), batch=300)
+    relay.committed(outbox)
+    relay.stop()
+    assert await relay.relay_committed() == 300  # one page, no more once stopped
+    await relay.drain()
+    assert got == [m.message_id for _, messages in outbox for m in messages]
+    assert await ledger.pending_outbox() == [] and not relay.own
+
+
 async def test_beyond_its_limit_the_oldest_committed_fact_is_left_to_the_holder(
     ledger: Ledger,
 ) -> None:

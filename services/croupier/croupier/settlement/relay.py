@@ -267,7 +267,7 @@ class OutboxRelay:
         flying: deque[_Flying] = deque()
         self._gauge_backlog()
         try:
-            taken += self._launch(flying)
+            taken += self._launch(flying, first=True)
             while flying:
                 page, outgoing, publishing = flying.popleft()
                 refused = await publishing
@@ -284,11 +284,13 @@ class OutboxRelay:
             self._gauge_backlog()
         return taken
 
-    def _launch(self, flying: deque[_Flying]) -> int:
+    def _launch(self, flying: deque[_Flying], *, first: bool = False) -> int:
         """Put pages of this process's own messages with the broker until
-        ``PAGES_IN_FLIGHT`` are; the number of messages taken."""
+        ``PAGES_IN_FLIGHT`` are, none once the relay stops but the ``first`` of a call (a
+        drain at shutdown publishes page after page); the number of messages taken."""
         taken = 0
-        while len(flying) < PAGES_IN_FLIGHT and not self._stopping.is_set():
+        while len(flying) < PAGES_IN_FLIGHT and (first or not self._stopping.is_set()):
+            first = False
             page = self.own.take(self.batch, self.turn)
             if not page:
                 break
