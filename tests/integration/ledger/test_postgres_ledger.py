@@ -14,7 +14,14 @@ from held_append import HeldAppend
 from ledger_suite import LedgerSuite, append, message, read_everything
 
 from contract.canonical import Encoded
-from croupier.ledger import Ledger, LedgerUnavailable, OutboxMessage, StreamAppend, open_ledger
+from croupier.ledger import (
+    IdempotencyConflict,
+    Ledger,
+    LedgerUnavailable,
+    OutboxMessage,
+    StreamAppend,
+    open_ledger,
+)
 from croupier.ledger.postgres import APPEND_LOCK, PostgresLedger, _packed
 from croupier.projection.postgres import PostgresStore
 from croupier.settlement.facts import Fact
@@ -241,10 +248,17 @@ async def test_outbox_chunks_packed_as_arrays_or_copied(
         OutboxMessage(f"m{i}", "croupier.settlements", key, {"i": i}, "k")
         for i, key in enumerate(routing)
     ]
+    batch = [StreamAppend("s", 0, [Fact("t", {}, "k")])]
     async with open_ledger(postgres_database) as ledger:
         await ledger.migrate()
-        await ledger.append([StreamAppend("s", 0, [Fact("t", {}, "k")])], outbox)
+        first = await ledger.append(batch, outbox)
         pending = await ledger.pending_outbox()
+        # Appended again, every chunk is found recorded (the first with the append's other
+        # reads, the rest a statement each): the same rows, or a conflict past the first.
+        assert await ledger.append(batch, outbox) == first
+        changed = [*outbox[:7], OutboxMessage("m7", "croupier.settlements", "x", {"i": 7}, "k")]
+        with pytest.raises(IdempotencyConflict):
+            await ledger.append(batch, changed)
     assert [(m.message_id, m.routing_key, m.body) for m in pending] == [
         (f"m{i}", key, {"i": i}) for i, key in enumerate(routing)
     ]

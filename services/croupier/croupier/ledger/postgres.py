@@ -964,14 +964,14 @@ async def _before_append(
     recorded rows by key, the streams' versions and the recorded outbox rows by id (past
     the first ``OUTBOX_CHUNK`` ids, a statement per chunk: no statement of the append grows
     with the round, for ``statement_timeout``)."""
-    row = await conn.fetchrow(_BEFORE_APPEND, keys, streams, ids[:OUTBOX_CHUNK])
-    assert row is not None, "a SELECT without FROM returns one row"
-    head, rows, versions, outbox = row
-    existing = {row.key: row for row in map(_chain_row, rows)}
+    read = await conn.fetchrow(_BEFORE_APPEND, keys, streams, ids[:OUTBOX_CHUNK])
+    assert read is not None, "a SELECT without FROM returns one row"
+    head, recorded, versions, outbox = read
+    existing = {row.key: row for row in map(_chain_row, recorded)}
     found = {message_id: (exchange, key, body) for message_id, exchange, key, body in outbox}
     for start in range(OUTBOX_CHUNK, len(ids), OUTBOX_CHUNK):
-        rows = await conn.fetch(_OUTBOX_BY_ID, ids[start : start + OUTBOX_CHUNK])
-        found.update((row[0], (row[1], row[2], row[3])) for row in rows)
+        more = await conn.fetch(_OUTBOX_BY_ID, ids[start : start + OUTBOX_CHUNK])
+        found.update((row[0], (row[1], row[2], row[3])) for row in more)
     return (
         (0, GENESIS_HASH) if head is None else (head[0], head[1]),
         existing,
