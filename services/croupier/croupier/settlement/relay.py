@@ -54,6 +54,9 @@ Guarantees:
   (``Ledger.pending_outbox(skip=...)``); a large settlement's pages cost the broker's
   confirms rather than those plus the database's round trips. Marks go in page order, each
   after its own page's confirms; a failure drops what is in flight (published again later).
+  What this process committed goes out with two pages at the broker at once
+  (``PAGES_IN_FLIGHT``, ``relay_committed``), written in order on the one channel, so the
+  broker never waits for the relay to build the next page; marks still go in page order.
   Guarded by tests/unit/croupier/test_relay.py.
 - Linear in the round: a fact is read, hashed and vouched for once, and the messages it
   calls for derived once (``Derivations``), however many pages its messages span: a shared
