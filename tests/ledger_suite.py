@@ -215,6 +215,13 @@ class LedgerSuite:
         assert later["t2"] == first["t2"] < later["t1"]
         assert later["t1"] == (await ledger.read_all(0, 100))[-2].recorded_at
 
+    async def test_first_recorded_is_each_streams_first_event(self, ledger: Ledger) -> None:
+        assert await ledger.first_recorded(["a"]) == {}
+        [a1, _, b1] = await ledger.append([append("a", 0, 2), append("b", 0)])
+        await ledger.append([append("a", 2)])
+        found = await ledger.first_recorded(["a", "b", "missing", "a"])
+        assert found == {"a": a1.recorded_at, "b": b1.recorded_at}
+
     async def test_empty_append_writes_nothing(self, ledger: Ledger) -> None:
         assert await ledger.append([]) == []
         assert await ledger.last_position() == 0

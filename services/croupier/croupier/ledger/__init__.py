@@ -497,6 +497,11 @@ class Ledger(ABC):
         event of each ``name`` was recorded. Reads every event of those streams."""
 
     @abstractmethod
+    async def first_recorded(self, streams: Sequence[str]) -> dict[str, datetime]:
+        """When the first event of each of ``streams`` was recorded (a stream with none is
+        left out): one index probe a stream, whatever its length."""
+
+    @abstractmethod
     async def writable(self) -> None:
         """Return once this process could append now: the append lock taken and released.
 

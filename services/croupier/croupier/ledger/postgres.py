@@ -484,6 +484,15 @@ class PostgresLedger(Ledger):
         return {name: recorded.astimezone(UTC) for name, recorded in rows}
 
     @_reaching
+    async def first_recorded(self, streams: Sequence[str]) -> dict[str, datetime]:
+        rows = await (await self.pool()).fetch(
+            "SELECT stream, recorded_at FROM unnest($1::text[]) AS s(stream) "
+            "JOIN events USING (stream) WHERE version = 1",
+            list(dict.fromkeys(streams)),
+        )
+        return {stream: recorded.astimezone(UTC) for stream, recorded in rows}
+
+    @_reaching
     async def mark_published(self, message_ids: Iterable[str], *, written: bool = False) -> None:
         ids = list(dict.fromkeys(message_ids))
         if not ids:

@@ -207,6 +207,12 @@ class SqliteLedger(Ledger):
         )
         return {name: datetime.fromisoformat(recorded) for name, recorded in rows}
 
+    async def first_recorded(self, streams: Sequence[str]) -> dict[str, datetime]:
+        sql = "SELECT stream, recorded_at FROM events WHERE version = 1 AND stream IN ({marks})"
+        wanted = list(dict.fromkeys(streams))
+        rows = await self._reader.run(lambda conn: list(_in_chunks(conn, sql, wanted)))
+        return {stream: datetime.fromisoformat(recorded) for stream, recorded in rows}
+
     async def mark_published(self, message_ids: Iterable[str], *, written: bool = False) -> None:
         ids = list(dict.fromkeys(message_ids))
         if ids:

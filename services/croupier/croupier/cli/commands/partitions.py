@@ -3,8 +3,8 @@ its open rounds and lag, and the instances that share them.
 
 Reads the ledger's ``partition_leases`` and ``instances`` (the database's clock), so it
 shows what every instance holds, whichever runs it. Each partition's open rounds (its
-tables' rounds not settled or voided, read from the ledger as ``croupier rounds --open``
-reads them, up to ``OPEN_LIMIT`` in all) and how long the oldest has been open: a round
+tables' rounds not settled or voided, found as ``croupier rounds --open`` finds them, up to
+``OPEN_LIMIT`` in all, without reading their events) and how long the oldest has been open: a round
 open far longer than a game lasts is a partition nobody settles, or a feed that stopped
 mid-round (``rounds --open`` says what it waits for). A partition's lag is what its feed queue
 holds ready at the broker (``--amqp``, default ``CROUPIER_AMQP_URL`` when set; read with
@@ -40,7 +40,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import re
-import time
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -234,17 +233,19 @@ async def _read(url: str) -> dict[str, Any]:
 
 
 async def _open_rounds(ledger: Ledger, partitions: int) -> dict[int, list[float]]:
-    """How long (seconds) each open round has been open, by its table's partition."""
+    """How long (seconds) each open round has been open, by its table's partition: the
+    open streams and when each began, never the rounds' events."""
     from croupier.ledger.partitions import partition_of
-    from croupier.settlement.settler import Settler
+    from croupier.settlement.round import SETTLED, VOIDED
+    from croupier.settlement.settler import ROUND_PREFIX
 
-    settler = Settler(ledger, cache_rounds=OPEN_LIMIT)
-    await settler.load_open(OPEN_LIMIT)
-    now = time.time()
+    streams = await ledger.open_streams(ROUND_PREFIX, (SETTLED, VOIDED), OPEN_LIMIT)
+    began = await ledger.first_recorded(streams)
+    now = datetime.now(UTC)
     ages: dict[int, list[float]] = {}
-    for state in settler.rounds:
-        partition = partition_of(state.table_id, partitions)
-        ages.setdefault(partition, []).append(now - (state.started_at or now))
+    for stream, when in began.items():
+        table_id = stream.removeprefix(ROUND_PREFIX).split(":", 1)[0]
+        ages.setdefault(partition_of(table_id, partitions), []).append((now - when).total_seconds())
     return ages
 
 
