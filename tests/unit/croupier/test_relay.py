@@ -470,15 +470,7 @@ async def test_committed_pages_are_with_the_broker_two_at_once_in_order(ledger: 
     """The next page of a large round goes out while the broker confirms the one before:
     two pages in flight, never more, the round's results published in outbox order, each
     marked once confirmed."""
-    table = TableSpec("own-shared", "casino-holdem/classic", players=2_000)
-    feed = [m.body for m in simulate(StudioConfig(tables=(table,), rounds=1, seed=3))]
-    outbox = (await Settler(ledger).handle(deliveries(feed))).outbox
-    broker = SlowBroker()
-    got: list[str] = []
-    broker.subscribe("#", lambda message: got.append(message.message_id))
-    relay = OutboxRelay(ledger, broker, Metrics(), batch=300)
-    relay.committed(outbox)
-    written = [m.message_id for _, messages in outbox for m in messages]
+    relay, broker, got, written = await _large_round_committed(ledger, players=2_000)
     assert await relay.relay_committed() == len(written) > 3 * 300
     assert broker.most_in_flight == PAGES_IN_FLIGHT == 2
     assert got == written
@@ -488,7 +480,21 @@ async def test_committed_pages_are_with_the_broker_two_at_once_in_order(ledger: 
 async def test_a_stopped_relay_drains_what_it_committed_page_after_page(ledger: Ledger) -> None:
     """At shutdown the relay is stopped, then drained: each call publishes a page, and the
     drain publishes every message this process committed."""
-    table = TableSpec("own-shared", "casino-holdem/classic", players=1_000)
+    relay, _, got, written = await _large_round_committed(ledger, players=1_000)
+    relay.stop()
+    assert await relay.relay_committed() == 300  # one page, no more once stopped
+    await relay.drain()
+    assert got == written
+    assert await ledger.pending_outbox() == [] and not relay.own
+
+
+async def _large_round_committed(
+    ledger: Ledger, players: int
+) -> tuple[OutboxRelay, SlowBroker, list[str], list[str]]:
+    """A shared hand of ``players`` settled, its results committed to a relay of pages of
+    300 on a slow broker; the relay, the broker, what the broker routes (a list that
+    fills) and the message ids written, in outbox order."""
+    table = TableSpec("own-shared", "casino-holdem/classic", players=players)
     feed = [m.body for m in simulate(StudioConfig(tables=(table,), rounds=1, seed=3))]
     outbox = (await Settler(ledger).handle(deliveries(feed))).outbox
     broker = SlowBroker()
@@ -496,11 +502,7 @@ async def test_a_stopped_relay_drains_what_it_committed_page_after_page(ledger: 
     broker.subscribe("#", lambda message: got.append(message.message_id))
     relay = OutboxRelay(ledger, broker, Metrics(), batch=300)
     relay.committed(outbox)
-    relay.stop()
-    assert await relay.relay_committed() == 300  # one page, no more once stopped
-    await relay.drain()
-    assert got == [m.message_id for _, messages in outbox for m in messages]
-    assert await ledger.pending_outbox() == [] and not relay.own
+    return relay, broker, got, [m.message_id for _, messages in outbox for m in messages]
 
 
 async def test_beyond_its_limit_the_oldest_committed_fact_is_left_to_the_holder(
