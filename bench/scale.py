@@ -21,8 +21,8 @@ What is measured, on the real RabbitMQ and PostgreSQL of this machine:
 - **CPU.** User plus system CPU-seconds of each ``serve`` process from ``/proc/<pid>/stat``
   (process CPU, not wall time: on 2 cores, 4 instances share them), read at the last
   result, summed over the instances, per 1,000 backlog messages: C(N). Its start-up (CPU
-  used by when ``/readyz`` first answers) is included, and also printed apart.
-  Efficiency ``E(N) = C(1) / C(N)``. The database's CPU: the PostgreSQL server's own
+  used by when ``/readyz`` first answers) is included, and also printed apart, with C(N)
+  and E(N) without it for context (what draining costs). Efficiency ``E(N) = C(1) / C(N)``. The database's CPU: the PostgreSQL server's own
   processes and the backends of the scratch database (``pg_stat_activity``), from ``/proc``
   over the same interval (a backend that ended before the last result is not counted); the
   broker's: every ``beam.smp`` process (the whole broker, so anything else on it counts too).
@@ -414,6 +414,12 @@ class Run:
         return self.per_thousand(sum(self.instance_cpu))
 
     @property
+    def drain_cpu(self) -> float:
+        """C(N) without the instances' start-up (CPU used by when each first answered
+        ``/readyz``): what draining costs, for capacity planning."""
+        return self.per_thousand(sum(self.instance_cpu) - sum(self.startup_cpu))
+
+    @property
     def balance(self) -> float:
         """Messages consumed per instance, max over mean."""
         mean = sum(self.consumed) / len(self.consumed)
@@ -684,6 +690,11 @@ def print_report(report: Report, anchor: float | None) -> None:
         print(
             f"   per instance: CPU-s {', '.join(f'{c:.1f}' for c in run.instance_cpu)}; "
             f"messages {', '.join(f'{c:,.0f}' for c in run.consumed)}"
+        )
+        drain_efficiency = one.drain_cpu / run.drain_cpu if one else math.nan
+        print(
+            f"   without start-up (context): CPU-s/1k {run.drain_cpu:.3f}, "
+            f"E(N) {drain_efficiency:.2f}"
         )
         print(
             f"   {run.seconds:.1f} s to the last result; "
