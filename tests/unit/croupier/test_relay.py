@@ -412,6 +412,28 @@ async def test_the_holder_leaves_another_writers_new_facts_to_it_for_the_grace(
     assert len(got) == len(set(got)) == 2
 
 
+async def test_a_first_look_after_this_process_committed_leaves_its_facts_to_it(
+    ledger: Ledger,
+) -> None:
+    """A relay that looked at the ledger before its settler committed, and takes the lease
+    only afterwards (another instance held it), publishes none of what its settler
+    committed and has not handed over yet: those go out once, from memory. Without the
+    early look, its first look took them as another writer's, and they went out twice."""
+    bus = MemoryBus()
+    got: list[str] = []
+    bus.subscribe("#", lambda message: got.append(message.message_id))
+    settler = Settler(ledger)
+    relay = OutboxRelay(ledger, bus, Metrics(), writer_grace=60)
+    await relay.look()  # as serve does, before its settler starts
+    outbox = (await settler.handle(deliveries(a_round("own")))).outbox
+    assert await relay.hold()
+    assert await relay.relay_pending() == 0  # committed since the look, within the grace
+    relay.committed(outbox)
+    assert await relay.relay_committed() == 1
+    assert await relay.relay_pending() == 0
+    assert len(got) == len(set(got)) == 1
+
+
 async def test_the_holder_leaves_what_this_process_has_not_published_yet(
     ledger: Ledger,
 ) -> None:

@@ -10,9 +10,11 @@ Guarantees:
 - What no live writer publishes (it died or was cut off between its commit and its
   publish, or held more than ``DERIVED_KEPT`` messages) the holder of the ledger's relay
   lease (``Ledger.hold_lease``, renewed every third of its term) publishes from the
-  outbox: the facts that were there at its first look at once, a fact committed since once
-  the writer grace (``WRITER_GRACE`` leases in ``serve``) has passed after it first saw
-  it, never one its own process has still to publish. Standby instances take the lease
+  outbox: the facts that were there at its first look (``look``, which ``serve`` takes
+  before its settler commits anything) at once, a fact committed since once the writer
+  grace (``WRITER_GRACE`` leases in ``serve``) has passed after it first saw it (every
+  instance keeps looking, holding the lease or not), never one its own process has still
+  to publish. Standby instances take the lease
   over within ``lease_seconds`` of the holder's last renewal (a crash, a hang, a partition).
   A message two publish (a writer slower than the grace) goes out twice with the same
   ``message_id``, as after a crash.
@@ -193,6 +195,7 @@ class OutboxRelay:
         delay = 0.1
         while not self._stopping.is_set():
             try:
+                await self.look()
                 held = await self._hold_when_due()  # kept current while publishing fails
                 sent = await self.relay_committed()
                 sent += await self.relay_pending() if held and await self.hold() else 0
@@ -337,18 +340,29 @@ class OutboxRelay:
         self._gauge_backlog()
         return taken
 
+    async def look(self) -> None:
+        """Note the ledger's last position, at most every eighth of the writer grace (the
+        first time at once). Call it before this process's settler commits anything: what
+        was there then is what the lease holder's first look publishes at once, never a
+        fact this process committed and has not handed to ``committed`` yet. ``run`` looks
+        on, holding the lease or not, so a standby that takes it over leaves only the last
+        grace's facts to their writers."""
+        if not self.writer_grace:
+            return
+        now = time.monotonic()
+        if not self._seen or now - self._seen[-1][0] >= self.writer_grace / 8:
+            last = await self.ledger.last_position()
+            self._seen.append((now if self._seen else -math.inf, last))
+        while len(self._seen) > 1 and self._seen[1][0] <= now - self.writer_grace:
+            self._seen.popleft()
+
     async def _horizon(self) -> int | None:
         """The last position whose messages the lease holder publishes now: with a writer
         grace, what was the ledger's last position that long ago (at the first look, the
         last position then); below what this process committed and has not published."""
         through = None
         if self.writer_grace:
-            now = time.monotonic()
-            if not self._seen or now - self._seen[-1][0] >= self.writer_grace / 8:
-                last = await self.ledger.last_position()
-                self._seen.append((now if self._seen else -math.inf, last))
-            while len(self._seen) > 1 and self._seen[1][0] <= now - self.writer_grace:
-                self._seen.popleft()
+            await self.look()
             through = self._seen[0][1]
         oldest = self.own.oldest
         if oldest is not None:

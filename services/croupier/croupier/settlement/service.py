@@ -132,6 +132,7 @@ class Service:
             assert isinstance(self.bus, RoutedAmqpBus)
             self.bus.count = self.owner.count
         await self.bus.connect()
+        await self.relay.look()  # before the settler commits: its facts are its own to publish
         self._tasks = [
             asyncio.create_task(self.relay.run(), name="outbox-relay"),
             asyncio.create_task(self.consumer.run(), name="feed-consumer"),
