@@ -22,8 +22,9 @@ What is measured, on the real RabbitMQ and PostgreSQL of this machine:
   (process CPU, not wall time: on 2 cores, 4 instances share them), read at the last
   result, summed over the instances, per 1,000 backlog messages: C(N). Its start-up (CPU
   used by when ``/readyz`` first answers) is included, and also printed apart, with C(N)
-  and E(N) without it for context (what draining costs). Efficiency ``E(N) = C(1) / C(N)``. The database's CPU: the PostgreSQL server's own
-  processes and the backends of the scratch database (``pg_stat_activity``), from ``/proc``
+  and E(N) without it for context (what draining costs). Efficiency
+  ``E(N) = C(1) / C(N)``. The database's CPU: the PostgreSQL server's own processes and
+  the backends of the scratch database (``pg_stat_activity``), from ``/proc``
   over the same interval (a backend that ended before the last result is not counted); the
   broker's: every ``beam.smp`` process (the whole broker, so anything else on it counts too).
 - **Balance.** Feed messages each instance consumed, read from its own
