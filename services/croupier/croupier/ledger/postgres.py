@@ -485,11 +485,7 @@ class PostgresLedger(Ledger):
 
     @_reaching
     async def first_recorded(self, streams: Sequence[str]) -> dict[str, datetime]:
-        rows = await (await self.pool()).fetch(
-            "SELECT stream, recorded_at FROM unnest($1::text[]) AS s(stream) "
-            "JOIN events USING (stream) WHERE version = 1",
-            list(dict.fromkeys(streams)),
-        )
+        rows = await (await self.pool()).fetch(_FIRST_RECORDED, list(dict.fromkeys(streams)))
         return {stream: recorded.astimezone(UTC) for stream, recorded in rows}
 
     @_reaching
@@ -915,6 +911,12 @@ _BEFORE_APPEND = f"""
                 WHERE outbox.message_id = k.id LIMIT 1
             ) AS o
         )
+"""
+_FIRST_RECORDED = """
+    SELECT s.stream, e.recorded_at FROM unnest($1::text[]) AS s(stream)
+    CROSS JOIN LATERAL (
+        SELECT recorded_at FROM events WHERE events.stream = s.stream AND version = 1 LIMIT 1
+    ) AS e
 """
 _OUTBOX_BY_ID = """
     SELECT o.* FROM unnest($1::text[]) AS k(id)

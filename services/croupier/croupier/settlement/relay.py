@@ -114,8 +114,8 @@ PAGES_IN_FLIGHT: Final = 2
 
 A = TypeVar("A")
 B = TypeVar("B")
-#: A page of this process's own messages as published: (position, message) each, what went
-#: to the broker, and what it refused by id.
+#: A page of this process's own messages with the broker: (position, message) each, what
+#: went to the broker, and its publishing (what the broker refused, by id).
 _Flying = tuple[
     Sequence[tuple[int, OutboxMessage]], Sequence[Outgoing], "asyncio.Future[dict[str, Refused]]"
 ]

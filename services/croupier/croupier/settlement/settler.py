@@ -355,10 +355,7 @@ class Settler:
         if unread:
             await self.meters.read(unread)
         await self._round_free(stream)
-        meters = work.meters
-        facts = state.refuse(
-            place.seq, kept, lambda table, cur: self.meters.level(table, cur, meters)
-        )
+        facts = state.refuse(place.seq, kept, self._levels(work))
         if facts is None:
             return [self._keep_malformed(message, error, kept, work)]
         refused = Handled(
