@@ -143,3 +143,31 @@ async def test_a_partition_given_back_waits_for_its_deliveries_in_hand_to_settle
 def test_partition_queues_are_named_for_the_count() -> None:
     assert partition_queue(7, 64) == "croupier.feed.p07"
     assert partition_queue(7, 1000) == "croupier.feed.p007"
+
+
+async def test_a_partition_given_back_and_then_fenced_acknowledges_nothing_in_hand(
+    amqp_vhost: str,
+) -> None:
+    """Past the bound, the lease is released while a batch of the partition is still in
+    hand; its commit is fenced and the partition dropped before the next assign: none of
+    the batch is acknowledged here, all of it goes to the next owner."""
+    first, second = RoutedAmqpBus(amqp_vhost, COUNT), RoutedAmqpBus(amqp_vhost, COUNT)
+    await first.connect()
+    await second.connect()
+    try:
+        table = "table-fenced"
+        partition = partition_of(table, COUNT)
+        await _publish(amqp_vhost, [f"{table}.round.opened", f"{table}.round.completed"])
+        await first.assign([partition])
+        in_hand = await _take(first, 2)
+        await first.give_back([partition], within=0.1)
+        await first.drop([partition])
+        assert first.live(in_hand) == [], "a fenced batch of a partition given back is not acked"
+        await first.finish_batch(first.live(in_hand))
+        await second.assign([partition])
+        taken = await _take(second, 2)
+        assert [d.routing_key for d in taken] == [d.routing_key for d in in_hand]
+        await second.finish_batch(taken)
+    finally:
+        await first.close()
+        await second.close()

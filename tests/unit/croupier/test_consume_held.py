@@ -5,7 +5,7 @@ meanwhile (``croupier.settlement.partitions.consume_held``), on the embedded led
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from croupier.ledger import open_ledger
@@ -115,3 +115,43 @@ async def test_instances_started_together_take_their_shares_and_give_nothing_bac
             await asyncio.gather(*running, return_exceptions=True)
         released = [m.partition_handovers.labels("released")._value.get() for m in metrics]
         assert released == [0, 0, 0, 0]
+
+
+class GivingBack(SlowConsumers):
+    """Like the routed feed: a partition given back is consumed no more at once, and its
+    channel (``leaving``) is closed by the next assign."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.leaving: set[int] = set()
+
+    async def give_back(self, partitions: Sequence[int], within: float) -> None:
+        self.consumed -= set(partitions)
+        self.leaving |= set(partitions)
+
+    async def assign(self, held: frozenset[int]) -> None:
+        self.leaving.clear()
+        await super().assign(held)
+
+
+async def test_a_partition_given_back_is_closed_as_soon_as_it_is_released(
+    tmp_path: Path,
+) -> None:
+    """What is given back and released leaves the feed at once (its deliveries still in
+    hand go back to the broker), not at the next change of what is held."""
+    async with open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}") as ledger:
+        await ledger.migrate(partitions=PARTITIONS)
+        owner = PartitionOwner(ledger, "instance-a", Metrics(), term=TERM, poll=0.1)
+        consumers = GivingBack()
+        running = asyncio.create_task(
+            consume_held(owner, consumers.assign, lambda: consumers.consumed, consumers.give_back)
+        )
+        try:
+            await _until(lambda: len(consumers.consumed) == PARTITIONS, 30)
+            other = PartitionOwner(ledger, "instance-b", Metrics(), term=TERM, poll=0.1)
+            await other.join()
+            await _until(lambda: len(owner.held) == PARTITIONS // 2, 10)
+            await _until(lambda: not consumers.leaving, 10 * owner.poll)
+        finally:
+            running.cancel()
+            await asyncio.gather(running, return_exceptions=True)

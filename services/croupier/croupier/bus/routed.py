@@ -32,8 +32,10 @@ Guarantees:
 - **Given back at a batch boundary.** A partition given back to balance the fleet
   (:meth:`RoutedAmqpBus.give_back`, before its lease is released) is first no longer
   consumed, then its deliveries in hand are left to be settled and acknowledged, for up to
-  a bound; only what is unacknowledged after that goes back to the broker. The deliveries
-  in hand are counted per channel from arrival to acknowledgement.
+  a bound; only what is unacknowledged after that goes back to the broker (its channel
+  closed by the next :meth:`assign`, or by :meth:`drop` when a batch of it is fenced first:
+  never acknowledged after the release). The deliveries in hand are counted per channel
+  from arrival to acknowledgement.
 - Acknowledgements are per channel: a batch mixing partitions acknowledges each channel's
   last delivery (``multiple``), after the ledger commit that covers the batch.
 - Not applied here: the initial prefetch of the single queue (``INITIAL_PREFETCH``); each
@@ -144,8 +146,10 @@ class RoutedAmqpBus(AmqpBus):
 
     async def drop(self, partitions: Collection[int]) -> None:
         """Stop consuming ``partitions`` and hand their unacknowledged deliveries back to the
-        broker (their channels closed), for their new owner."""
+        broker (their channels closed), for their new owner: those given back and not
+        closed yet too, so that a batch fenced after their release acknowledges none."""
         async with self._assigning:
+            await self._close_leaving([p for p in partitions if p in self._leaving])
             await self._drop([p for p in partitions if p in self._partitions])
 
     async def give_back(self, partitions: Collection[int], within: float) -> None:
@@ -166,8 +170,8 @@ class RoutedAmqpBus(AmqpBus):
                 while any(self._in_hand.get(c) for c in channels):
                     await asyncio.sleep(0.01)
 
-    async def _close_leaving(self) -> None:
-        for p in list(self._leaving):
+    async def _close_leaving(self, partitions: Collection[int] | None = None) -> None:
+        for p in list(self._leaving) if partitions is None else partitions:
             channel, underlay = self._leaving.pop(p)
             self._in_hand.pop(id(underlay), None)
             with contextlib.suppress(aiormq.exceptions.AMQPError, ConnectionError, RuntimeError):

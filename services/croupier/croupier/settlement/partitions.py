@@ -11,7 +11,9 @@ Guarantees (on top of ``croupier.ledger.partitions``):
   ``give_back`` first (the feed stops taking their deliveries and waits up to
   ``GIVE_BACK_SECONDS``, or a quarter of the term, for those in hand to settle), then
   released: the batch in hand is committed by this instance, not fenced and redone by the
-  next owner.
+  next owner. What is still in hand after the wait goes back to the broker as the release
+  is consumed (the next ``assign``, at once), or as a batch of it is fenced: none of it is
+  acknowledged here.
 - **Bounds.** :meth:`run` balances every ``poll`` seconds (``POLL_SECONDS``): a partition
   whose owner was killed is taken at most the term plus one poll after the owner's last
   renewal; one released by a graceful :meth:`stop` within one poll.
@@ -259,9 +261,12 @@ async def consume_held(
                 await owner.balance(give_back)
             except LedgerUnavailable as error:
                 log.warning("partition leases not renewed", error=str(error))
-            if before - set(owner.held):
-                log.info("partitions given up", partitions=sorted(before - set(owner.held)))
-            if set(owner.held) != set(consumed()):
+            given_up = before - set(owner.held)
+            if given_up:
+                log.info("partitions given up", partitions=sorted(given_up))
+            # A partition given back is consumed no more, but its channel is closed by the
+            # next assign only: that must come now, not with the next change.
+            if given_up or set(owner.held) != set(consumed()):
                 changed.set()
             await asyncio.sleep(owner.poll)
     finally:
