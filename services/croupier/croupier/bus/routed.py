@@ -169,6 +169,14 @@ class RoutedAmqpBus(AmqpBus):
             async with asyncio.timeout(within):
                 while any(self._in_hand.get(c) for c in channels):
                     await asyncio.sleep(0.01)
+        unsettled = sum(len(self._in_hand.get(c, ())) for c in channels)
+        if unsettled:
+            log.warning(
+                "given back with deliveries in hand: they go back to the broker",
+                partitions=leaving,
+                deliveries=unsettled,
+                within=within,
+            )
 
     async def _close_leaving(self, partitions: Collection[int] | None = None) -> None:
         for p in list(self._leaving) if partitions is None else partitions:
