@@ -6,6 +6,8 @@ deliveries back to the queue."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import aio_pika
 import pytest
@@ -50,6 +52,19 @@ async def _take(bus: RoutedAmqpBus, count: int) -> list[Delivery]:
     return taken
 
 
+@asynccontextmanager
+async def _two_buses(url: str) -> AsyncIterator[tuple[RoutedAmqpBus, RoutedAmqpBus]]:
+    """Two instances' routed feeds on ``url``: one to give partitions up, one to take them."""
+    first, second = RoutedAmqpBus(url, COUNT), RoutedAmqpBus(url, COUNT)
+    await first.connect()
+    await second.connect()
+    try:
+        yield first, second
+    finally:
+        await first.close()
+        await second.close()
+
+
 async def test_new_tables_are_bound_to_their_partition_and_nothing_wider(
     amqp_vhost: str,
 ) -> None:
@@ -80,18 +95,21 @@ async def test_new_tables_are_bound_to_their_partition_and_nothing_wider(
         await bus.close()
 
 
+@pytest.mark.parametrize("given_back", [False, True], ids=["dropped", "given-back-then-dropped"])
 async def test_a_dropped_partition_hands_its_deliveries_back_unacknowledged(
-    amqp_vhost: str,
+    amqp_vhost: str, given_back: bool
 ) -> None:
-    first, second = RoutedAmqpBus(amqp_vhost, COUNT), RoutedAmqpBus(amqp_vhost, COUNT)
-    await first.connect()
-    await second.connect()
-    try:
+    """Dropped (its lease lost, or a batch of it fenced), a partition hands what it holds
+    back; so does one given back past the bound whose batch in hand is fenced before the
+    next assign: its lease released, none of that batch may be acknowledged here."""
+    async with _two_buses(amqp_vhost) as (first, second):
         table = "table-dropped"
         partition = partition_of(table, COUNT)
         await _publish(amqp_vhost, [f"{table}.round.opened", f"{table}.bet.placed"])
         await first.assign([partition])
         in_hand = await _take(first, 2)
+        if given_back:
+            await first.give_back([partition], within=0.1)  # past the bound: still in hand
         await first.drop([partition])
         assert first.live(in_hand) == [], "deliveries of a dropped partition are not acked here"
         await second.assign([partition])
@@ -100,9 +118,6 @@ async def test_a_dropped_partition_hands_its_deliveries_back_unacknowledged(
         assert all(d.redelivered for d in taken)
         await second.finish_batch(taken)
         assert second.live(taken) == taken
-    finally:
-        await first.close()
-        await second.close()
 
 
 async def test_a_partition_given_back_waits_for_its_deliveries_in_hand_to_settle(
@@ -111,10 +126,7 @@ async def test_a_partition_given_back_waits_for_its_deliveries_in_hand_to_settle
     """Given back, a partition takes no more deliveries; the call returns once those in
     hand are acknowledged (the batch committed), so none goes back to the broker: the next
     owner gets only what came after. Past the bound, what is still in hand goes back."""
-    first, second = RoutedAmqpBus(amqp_vhost, COUNT), RoutedAmqpBus(amqp_vhost, COUNT)
-    await first.connect()
-    await second.connect()
-    try:
+    async with _two_buses(amqp_vhost) as (first, second):
         settled, late = "table-settled", "table-late"
         partitions = {partition_of(t, COUNT) for t in (settled, late)}
         assert len(partitions) == 2, "two tables of two partitions"
@@ -135,39 +147,8 @@ async def test_a_partition_given_back_waits_for_its_deliveries_in_hand_to_settle
         assert sorted(d.routing_key for d in taken) == [f"{late}.a", f"{late}.b", f"{settled}.c"]
         assert [d.redelivered for d in taken if d.routing_key.startswith(late)] == [True, True]
         await second.finish_batch(taken)
-    finally:
-        await first.close()
-        await second.close()
 
 
 def test_partition_queues_are_named_for_the_count() -> None:
     assert partition_queue(7, 64) == "croupier.feed.p07"
     assert partition_queue(7, 1000) == "croupier.feed.p007"
-
-
-async def test_a_partition_given_back_and_then_fenced_acknowledges_nothing_in_hand(
-    amqp_vhost: str,
-) -> None:
-    """Past the bound, the lease is released while a batch of the partition is still in
-    hand; its commit is fenced and the partition dropped before the next assign: none of
-    the batch is acknowledged here, all of it goes to the next owner."""
-    first, second = RoutedAmqpBus(amqp_vhost, COUNT), RoutedAmqpBus(amqp_vhost, COUNT)
-    await first.connect()
-    await second.connect()
-    try:
-        table = "table-fenced"
-        partition = partition_of(table, COUNT)
-        await _publish(amqp_vhost, [f"{table}.round.opened", f"{table}.round.completed"])
-        await first.assign([partition])
-        in_hand = await _take(first, 2)
-        await first.give_back([partition], within=0.1)
-        await first.drop([partition])
-        assert first.live(in_hand) == [], "a fenced batch of a partition given back is not acked"
-        await first.finish_batch(first.live(in_hand))
-        await second.assign([partition])
-        taken = await _take(second, 2)
-        assert [d.routing_key for d in taken] == [d.routing_key for d in in_hand]
-        await second.finish_batch(taken)
-    finally:
-        await first.close()
-        await second.close()
