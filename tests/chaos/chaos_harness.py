@@ -39,6 +39,7 @@ from tcp_proxy import TcpProxy
 
 from croupier.bus import DEAD_LETTER_QUEUE, SHA256_HEADER
 from croupier.ledger import RecordedEvent
+from croupier.settlement.round import REJECTED
 from studio.feed import FeedMessage
 
 _DIGEST = re.compile(r"[0-9a-f]{64}")
@@ -359,13 +360,28 @@ def measure_harm(
             harm.innocent_harmed += len(body["bets"]) if differs else 0
     without = without_record(parked, events)
     harm.dead_lettered_without_record = len(without)
-    harm.notes += [f"round never closed: {s}" for s in missing_rounds[:5]]
+    for stream in missing_rounds[:5]:
+        harm.notes += [f"round never closed: {stream}", *_what_became_of(stream, events)]
     harm.notes += [f"round closed twice: {s}" for s in twice[:5]]
     harm.notes += [f"result never received: {m}" for m in unpaid[:5]]
     harm.notes += [
         f"dead-lettered without a ledger record: {p.message_id} {_headers(p)} {p.body[:80]!r}"
         for p in without[:5]
     ]
+
+
+def _what_became_of(stream: str, events: Sequence[RecordedEvent]) -> list[str]:
+    """What the ledger holds of a round that never closed: its facts, and every rejection
+    of a message of it (quarantines included), so a failed run names its cause without its
+    logs."""
+    round_id = stream.split(":", 2)[2]
+    facts = Counter(e.type for e in events if e.stream == stream)
+    lines = [f"  its facts: {dict(facts) or 'none'}"]
+    for event in events:
+        mentions = event.stream == stream or round_id in str(event.data.get("raw", ""))
+        if event.type == REJECTED and mentions:
+            lines.append(f"  rejected {event.data.get('code')}: {event.data.get('reason')!s:.160}")
+    return lines
 
 
 def _headers(parked: Parked) -> str:
