@@ -11,6 +11,7 @@ while the broker confirms the one between, and a failure there loses nothing.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections.abc import AsyncIterator, Iterable, Sequence
@@ -235,15 +236,37 @@ async def test_a_small_round_is_published_while_a_huge_one_still_is(ledger: Ledg
 
 
 class SlowBroker(MemoryBus):
-    """Confirms each page after a pause; fails the page numbered ``fail_page`` (from 1)."""
+    """Confirms each page after a pause; fails the page numbered ``fail_page`` (from 1).
+    ``gated``: a page's pause lasts until the relay has moved on (:meth:`relay_moved`: it
+    listed the next page meanwhile), or half a second at most, so that what overlaps the
+    confirms does not hang on how fast a loaded machine lists."""
 
-    def __init__(self, fail_page: int | None = None) -> None:
+    def __init__(self, fail_page: int | None = None, *, gated: bool = False) -> None:
         super().__init__()
         self.fail_page = fail_page
+        self.gated = gated
         self.pages = 0
         self.in_flight = 0  # pages the broker has and has not answered yet
         self.most_in_flight = 0
         self.confirmed: set[str] = set()
+        self._gates: list[asyncio.Event] = []
+
+    def relay_moved(self) -> None:
+        """The relay listed the next page while pages were in flight: confirm them."""
+        for gate in self._gates:
+            gate.set()
+
+    async def _confirms(self) -> None:
+        if not self.gated:
+            await asyncio.sleep(0.02)
+            return
+        gate = asyncio.Event()
+        self._gates.append(gate)
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(gate.wait(), 0.5)
+        finally:
+            self._gates.remove(gate)
 
     async def publish(self, messages: Sequence[Outgoing]) -> list[Refused]:
         self.pages += 1
@@ -251,7 +274,7 @@ class SlowBroker(MemoryBus):
         self.in_flight += 1
         self.most_in_flight = max(self.most_in_flight, self.in_flight)
         try:
-            await asyncio.sleep(0.02)  # the broker's confirms
+            await self._confirms()
             if page == self.fail_page:
                 raise BusError("the connection dropped before the confirms")
             refused = await super().publish(messages)
@@ -273,7 +296,7 @@ async def test_pages_are_listed_and_marked_while_the_broker_confirms(
     written = {m.message_id for m in await ledger.pending_outbox(10_000)}
     assert len(written) == 3_000
 
-    broker = SlowBroker(fail_page=4)
+    broker = SlowBroker(fail_page=4, gated=True)
     got: list[str] = []
     broker.subscribe("#", lambda message: got.append(message.message_id))
     overlapped = {"listings": 0, "marks": 0}
@@ -282,6 +305,7 @@ async def test_pages_are_listed_and_marked_while_the_broker_confirms(
 
     async def listing(*args: Any, **kwargs: Any) -> list[PendingMessage]:
         overlapped["listings"] += broker.in_flight
+        broker.relay_moved()
         return await list_pending(*args, **kwargs)
 
     async def marking(message_ids: Iterable[str], **written: bool) -> None:
