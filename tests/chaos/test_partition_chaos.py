@@ -22,8 +22,9 @@ while the instances settle it, one fault in a seeded order:
 
 Then the harm table of the chaos suite (``chaos_harness``): lost, doubled, differing from
 ``croupier replay`` of the same feed in a process of its own, and dead-lettered without a
-ledger record, all 0; every round closed exactly once with balanced postings; ``croupier
-verify`` exits 0; no lease is left held after the last graceful stop. The table shows the
+ledger record, all 0; nothing of the feed, valid through and through, rejected or
+quarantined; every round closed exactly once with balanced postings; ``croupier verify``
+exits 0; no lease is left held after the last graceful stop. The table shows the
 fenced appends and the partitions found lost, summed over every instance's last
 ``/metrics``: a fenced append is the design at work, a doubled round would be harm.
 
@@ -76,6 +77,7 @@ from private_services import PrivatePostgres, PrivateRabbitMQ, private_postgres,
 
 from croupier.bus.topology import UNROUTED_QUEUE, partition_queue
 from croupier.ledger.signing import PUBLIC_KEY_FILE
+from croupier.settlement.round import REJECTED
 
 pytestmark = pytest.mark.integration
 LOGS = Path(tempfile.gettempdir()) / "croupier-partition-chaos-last"
@@ -164,12 +166,16 @@ async def test_partitioned_instances_settle_every_round_once_under_faults(
     events = await ledger_events(database_url)
     parked = await take_dead_letters(amqp_url)
     measure_harm(harm, feed, events, wallet, replayed, parked)
+    rejected = [e for e in events if e.type == REJECTED]  # the feed is valid through and through
+    harm.seen["rejected or quarantined"] = f"{len(rejected)}"
+    harm.notes += [f"rejected {e.data['code']}: {e.data['reason']!s:.160}" for e in rejected[:5]]
     harm.seen["fenced appends seen"] = f"{sum(chaos.fenced.values()):.0f}"
     harm.seen["partitions found lost"] = f"{sum(chaos.lost.values()):.0f}"
     print("\n" + harm.render("partition chaos run"))
     assert sum(harm.faults.values()) == len(faults), harm.faults
     assert harm.rounds_settled == len(tables) and harm.bets_compared > 0, harm.render()
     assert harm.harms() == dict.fromkeys(Harm.HARM, 0), harm.render()
+    assert not rejected, harm.render()  # a valid message refused, or settled as a poison one
     assert_one_closure_per_round(events, round_streams(tables))
     assert_postings_balance(events)
     assert set((await leases(database_url)).values()) == {None}, "a lease left held"
