@@ -258,7 +258,7 @@ class Settler:
         now = time.time()
         work = Decided()
         for stream, state, version in self.repository.entries():
-            table = _table_of(stream)
+            table = table_of(stream)
             elsewhere = self.owns is not None and not self.owns(table)
             if table in busy or stream in self._apart or elsewhere:
                 continue  # in hand elsewhere, or another instance's partition: its owner's
@@ -532,7 +532,7 @@ class Settler:
         outbox = [*work.outbox, *work.letters.values()]
         fence = None
         if self.fence is not None:
-            tables = {_table_of(s) for s in work.appends if s.startswith(ROUND_PREFIX)}
+            tables = {table_of(s) for s in work.appends if s.startswith(ROUND_PREFIX)}
             fence = self.fence(tables) if tables else None
         for attempt in range(REBASES + 1):
             try:
@@ -627,7 +627,7 @@ def _heavy(state: Round) -> bool:
     return state.status is Status.OPEN and len(state.bets) >= HEAVY_WAGERS
 
 
-def _table_of(stream: str) -> str:
+def table_of(stream: str) -> str:
     """The table of a round's stream (``round:<table_id>:<round_id>``)."""
     return stream.split(":", 2)[1]
 

@@ -237,15 +237,16 @@ async def _open_rounds(ledger: Ledger, partitions: int) -> dict[int, list[float]
     open streams and when each began, never the rounds' events."""
     from croupier.ledger.partitions import partition_of
     from croupier.settlement.round import SETTLED, VOIDED
-    from croupier.settlement.settler import ROUND_PREFIX
+    from croupier.settlement.settler import ROUND_PREFIX, table_of
 
     streams = await ledger.open_streams(ROUND_PREFIX, (SETTLED, VOIDED), OPEN_LIMIT)
     began = await ledger.first_recorded(streams)
     now = datetime.now(UTC)
     ages: dict[int, list[float]] = {}
     for stream, when in began.items():
-        table_id = stream.removeprefix(ROUND_PREFIX).split(":", 1)[0]
-        ages.setdefault(partition_of(table_id, partitions), []).append((now - when).total_seconds())
+        ages.setdefault(partition_of(table_of(stream), partitions), []).append(
+            (now - when).total_seconds()
+        )
     return ages
 
 
