@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from holdem.paytable import Spot
+from holdem.values import quick
 
 
 class Outcome(StrEnum):
@@ -40,6 +41,7 @@ class SettlementError(ValueError):
     """A round that cannot be settled as given (cards missing, wagers inconsistent)."""
 
 
+@quick
 @dataclass(frozen=True, slots=True)
 class Wager:
     """A stake on a spot. ``player`` links side bets and play wagers to their ante."""
@@ -51,6 +53,7 @@ class Wager:
     amount: int
 
 
+@quick
 @dataclass(frozen=True, slots=True)
 class Decision:
     """A decision on one ante. A call or bet carries the new play wager's id and amount."""
@@ -76,6 +79,7 @@ class Deal:
         return self.board[:3]
 
 
+@quick
 @dataclass(frozen=True, slots=True)
 class BetResult:
     """One bet's result: ``returned`` is what goes back to the player (stake + win)."""

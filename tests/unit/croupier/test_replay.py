@@ -637,6 +637,37 @@ async def test_batch_size_does_not_change_the_results(generated: Feed, tmp_path:
     assert small.summary == large.summary
 
 
+async def test_a_failed_commit_stops_the_commits_queued_behind_it(
+    generated: Feed, tmp_path: Path
+) -> None:
+    # Batches are decided while the ones before them commit: one that fails must leave
+    # every batch decided after it unwritten, as if the replay had stopped there.
+    async with open_ledger(f"sqlite:///{tmp_path / 'replay.db'}") as ledger:
+        await ledger.migrate()
+        write = ledger._append
+        written: list[int] = []
+
+        async def failing_second(*args: Any, **kwargs: Any) -> Any:
+            written.append(await ledger.last_position())
+            if len(written) == 2:
+                raise RuntimeError("the disk is gone")
+            return await write(*args, **kwargs)
+
+        ledger._append = failing_second  # type: ignore[method-assign]
+        with pytest.raises(RuntimeError, match="the disk is gone"):
+            await replay(
+                (text.encode() for text in generated.lines[:1000]),
+                ledger,
+                io.StringIO(),
+                io.StringIO(),
+                batch_size=100,
+            )
+        first_batch_end = await ledger.last_position()
+
+    assert len(written) == 2  # the batches decided behind the failed one never reached it
+    assert written == [0, first_batch_end] and first_batch_end > 0
+
+
 MALFORMED = {
     "not JSON": ("{oops", None, "not valid JSON"),
     "not an object": ("[1, 2]", None, "JSON object"),

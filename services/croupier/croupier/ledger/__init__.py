@@ -134,6 +134,7 @@ from croupier.ledger.outbox import OutboxRow, PublishedFloor, SetAsideRow
 from croupier.ledger.signing import LedgerKey, LedgerPublicKey
 from croupier.ledger.trust import HEADS_SCANNED, HeadRow, MarkRow, Trust, vouch
 from croupier.settlement.facts import Fact
+from holdem.values import quick
 
 if TYPE_CHECKING:
     from croupier.ledger.batch import Plan
@@ -190,6 +191,7 @@ class RecordedEvent(NamedTuple):
     hash: str
 
 
+@quick
 @dataclass(frozen=True, slots=True)
 class OutboxMessage:
     """A message to publish once the transaction that writes it has committed.

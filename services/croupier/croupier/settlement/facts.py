@@ -13,7 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NotRequired, TypedDict, cast
 
+from holdem.values import quick
 
+
+@quick
 @dataclass(frozen=True, slots=True)
 class Fact:
     """Something to record: its type, its JSON data, and its idempotency key (unique over

@@ -66,6 +66,7 @@ from holdem.schedule import (
     play_spot,
     schedule,
 )
+from holdem.values import quick
 
 # Fact types recorded in a round's ledger stream.
 ACCEPTED: Final = "feed.accepted"
@@ -99,6 +100,7 @@ class Rejection(Exception):
         self.code = code
 
 
+@quick
 @dataclass(frozen=True, slots=True)
 class PlacedBet:
     """A wager in the round: a placed bet or a play wager made by a decision."""

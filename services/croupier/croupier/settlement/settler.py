@@ -57,6 +57,7 @@ from croupier.settlement.round import (
     stream_name,
 )
 from croupier.settlement.runtime import Turn
+from holdem.values import quick
 
 REJECTIONS_STREAM: Final = "rejections"
 ROUND_PREFIX: Final = "round:"
@@ -73,6 +74,7 @@ _CLOSING_EVENTS: Final = frozenset({EventType.ROUND_COMPLETED, EventType.ROUND_V
 REBASES: Final = 3
 
 
+@quick
 @dataclass(frozen=True, slots=True)
 class Inbound:
     """One feed message: its raw body and the caller's reference (line or delivery tag).
