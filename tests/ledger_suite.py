@@ -566,6 +566,21 @@ class LedgerSuite:
         assert [m.message_id for m in await ledger.pending_outbox()] == ["m1"]
         assert (await ledger.verify()).ok
 
+    async def test_signed_marks_of_written_messages_are_honoured_after_a_restart(
+        self, ledger_url: str
+    ) -> None:
+        key = LedgerKey.generate()
+        async with open_ledger(ledger_url, key) as ledger:
+            await ledger.migrate()
+            for n in range(4):
+                await ledger.append([append(f"s{n}", 0)], [message(f"m{n}")])
+            await ledger.mark_published(["m2", "m0"], written=True)
+            await ledger.mark_published(["m0", "m3"], written=True)  # m0 again: no harm
+        async with open_ledger(ledger_url, key) as ledger:  # the marks read back, checked
+            assert [m.message_id for m in await ledger.pending_outbox()] == ["m1"]
+        async with open_ledger(ledger_url) as auditor:
+            assert (await auditor.verify(public_key=key.public)).ok
+
     async def test_pending_through_a_position_lists_a_prefix_of_the_outbox(
         self, ledger: Ledger
     ) -> None:

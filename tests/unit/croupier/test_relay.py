@@ -477,6 +477,43 @@ async def test_the_holder_leaves_what_this_process_has_not_published_yet(
     assert len(got) == len(set(got)) == 2
 
 
+async def test_the_holder_lists_the_outbox_again_only_when_its_horizon_moves(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows up to the horizon were all written before it was seen: once a listing through
+    it found nothing, listing again after every commit would find nothing new. The holder
+    lists again when the horizon moves, or a third of a term later, and publishes another
+    writer's fact once the grace has passed, as before."""
+    bus = MemoryBus()
+    got: list[str] = []
+    bus.subscribe("#", lambda message: got.append(message.message_id))
+    settler = Settler(ledger)
+    relay = OutboxRelay(ledger, bus, Metrics(), writer_grace=0.4, lease_seconds=3)
+    listings = 0
+    listing = ledger.pending_outbox
+
+    async def counted(*args: Any, **kwargs: Any) -> list[PendingMessage]:
+        nonlocal listings
+        listings += 1
+        return await listing(*args, **kwargs)
+
+    monkeypatch.setattr(ledger, "pending_outbox", counted)
+    assert await relay.hold()
+    await relay.look()  # the horizon: an empty ledger
+    for n in range(5):  # this process's own commits, published from memory
+        relay.committed((await settler.handle(deliveries(a_round(f"own{n}"), 100 * n))).outbox)
+        assert await relay.relay_committed() == 1
+        assert await relay.relay_pending() == 0
+    assert listings == 1
+    await settler.handle(deliveries(a_round("elsewhere"), 900))  # another writer's, unpublished
+    seen = time.monotonic()
+    while not await relay.relay_pending():
+        await asyncio.sleep(0.02)
+    assert 0.4 <= time.monotonic() - seen < 3.0
+    assert 1 < listings < 40  # as the horizon moved (every twentieth of a second), not per call
+    assert len(got) == len(set(got)) == 6
+
+
 async def test_committed_results_take_turns_and_a_failure_loses_none(ledger: Ledger) -> None:
     """What this process committed goes out in pages, the facts taking turns (a small
     round after a large one is in the first page); a page the broker fails is taken

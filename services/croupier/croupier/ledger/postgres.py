@@ -133,6 +133,21 @@ _EVENT_PARAMETERS: Final = (
 #: keys, bodies (JSON text) and event hashes.
 _OUTBOX_TYPES: Final = ("text", "bigint", "text", "text", "text", "text")
 _BATCH_PARAMETERS: Final = (*_EVENT_PARAMETERS, *enumerate(_OUTBOX_TYPES, start=10))
+_MARK_PUBLISHED: Final = (
+    "INSERT INTO outbox_published (message_id, mark) "
+    "SELECT unnest($1::text[]), $2::bigint ON CONFLICT DO NOTHING"
+)
+#: The signed mark and the publish marks that name it, in one statement (one round trip).
+_MARK_SIGNED: Final = """
+    WITH mark AS (
+        INSERT INTO outbox_marks (message_ids, key_id, signature)
+        VALUES ($1::json, $2, $3) RETURNING mark
+    ), published AS (
+        INSERT INTO outbox_published (message_id, mark)
+        SELECT unnest($4::text[]), mark.mark FROM mark ON CONFLICT DO NOTHING
+    )
+    SELECT mark FROM mark
+"""
 #: Separates the values of a column sent as one text (``_packed``): a control character,
 #: which canonical JSON always escapes.
 _SEPARATOR: Final = "\x1f"
@@ -493,26 +508,25 @@ class PostgresLedger(Ledger):
         ids = list(dict.fromkeys(message_ids))
         if not ids:
             return
-        async with (await self.pool()).acquire() as conn, conn.transaction():
-            known = sorted(ids) if written else await _known(conn, ids)
-            mark = None
-            if known and self.trust.signing:
-                key_id, signature = self.trust.sign_mark(known)
-                mark = await conn.fetchval(
-                    "INSERT INTO outbox_marks (message_ids, key_id, signature) "
-                    "VALUES ($1::json, $2, $3) RETURNING mark",
-                    canonical_json(known),
-                    key_id,
-                    signature,
-                )
-                self.trust.remember_mark(mark, known)
-            await conn.execute(
-                "INSERT INTO outbox_published (message_id, mark) "
-                "SELECT unnest($1::text[]), $2::bigint ON CONFLICT DO NOTHING",
-                known,
-                mark,
-            )
+        pool = await self.pool()
+        if written:  # the hot path: one statement, its own transaction
+            await self._mark(pool, sorted(ids))
+        else:
+            async with pool.acquire() as conn, conn.transaction():
+                await self._mark(conn, await _known(conn, ids))
         self._floor.marked(ids)
+
+    async def _mark(self, conn: Conn | asyncpg.Pool, known: list[str]) -> None:
+        """Mark ``known`` (sorted, all in the outbox) published, under one signed mark when
+        signing: both inserts in one statement."""
+        if not known:
+            return
+        if not self.trust.signing:
+            await conn.execute(_MARK_PUBLISHED, known, None)
+            return
+        key_id, signature = self.trust.sign_mark(known)
+        mark = await conn.fetchval(_MARK_SIGNED, canonical_json(known), key_id, signature, known)
+        self.trust.remember_mark(mark, known)
 
     @_reaching
     async def _open_floor(self, scope: str) -> tuple[int, int]:

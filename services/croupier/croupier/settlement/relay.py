@@ -168,6 +168,8 @@ class OutboxRelay:
         #: The ledger's last position as seen, and when (the first sighting: long ago).
         self._seen: deque[tuple[float, int]] = deque()
         self._through: int | None = None
+        #: The horizon of the last listing that found nothing pending, and when.
+        self._empty: tuple[int, float] | None = None
         self._backlog = 0
         self._renewed = 0.0
         self._tried = -math.inf
@@ -320,7 +322,11 @@ class OutboxRelay:
 
     async def _relay(self, pages: int | None) -> int:
         self._through = await self._horizon()
+        if self._listed_empty():
+            return 0
         pending = await self._list(frozenset())
+        through = self._through
+        self._empty = (through, time.monotonic()) if not pending and through is not None else None
         taken, done = 0, None
         while pending:
             if await self._marks_missing(pending):
@@ -368,6 +374,15 @@ class OutboxRelay:
         if oldest is not None:
             through = oldest - 1 if through is None else min(through, oldest - 1)
         return through
+
+    def _listed_empty(self) -> bool:
+        """Whether a listing through this horizon or a higher one found nothing pending a
+        moment ago (within a third of a term): rows up to a horizon were all written before
+        it was seen, so listing again after each commit would find nothing new."""
+        if self._through is None or self._empty is None:
+            return False
+        through, when = self._empty
+        return self._through <= through and time.monotonic() - when < self.lease_seconds / 3
 
     async def _list(self, in_flight: frozenset[str]) -> list[PendingMessage]:
         """The next page (``in_flight``: the ids of the page the broker confirms now)."""
