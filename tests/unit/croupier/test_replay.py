@@ -640,8 +640,8 @@ async def test_batch_size_does_not_change_the_results(generated: Feed, tmp_path:
 async def test_a_failed_commit_stops_the_commits_queued_behind_it(
     generated: Feed, tmp_path: Path
 ) -> None:
-    # Batches are decided while the ones before them commit: one that fails must leave
-    # every batch decided after it unwritten, as if the replay had stopped there.
+    # A batch is decided while the one before it commits: one that fails must leave every
+    # batch decided after it unwritten, as if the replay had stopped there.
     async with open_ledger(f"sqlite:///{tmp_path / 'replay.db'}") as ledger:
         await ledger.migrate()
         write = ledger._append

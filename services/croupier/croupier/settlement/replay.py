@@ -1,22 +1,21 @@
 """Replay: settle a recorded feed (JSONL) through the same settler the live service runs.
 
 Memory is bounded whatever the feed's size: lines are read as they are settled, one batch
-decided while the ones before it commit (``COMMITS_IN_FLIGHT``, in order); settled and
-voided rounds leave memory once committed; at most :data:`OPEN_ROUNDS` open rounds stay in
-memory (older ones are read back from the ledger when their next event comes; the
-end-of-feed summary lists the ones in memory). Only rounds an earlier run closed are
-remembered, by name, so that their results are read back once.
+decided while the previous one commits; settled and voided rounds leave memory once
+committed; at most :data:`OPEN_ROUNDS` open rounds stay in memory (older ones are read back
+from the ledger when their next event comes; the end-of-feed summary lists the ones in
+memory). Only rounds an earlier run closed are remembered, by name, so that their results
+are read back once.
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
-from collections import Counter, deque
-from collections.abc import Awaitable, Iterable
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Final, TextIO, TypeVar
+from typing import Any, Final, TextIO
 
 import msgspec
 import structlog
@@ -32,10 +31,6 @@ from croupier.settlement.settler import BatchReport, Handled, Inbound, Settler
 log = structlog.get_logger("croupier.settlement.replay")
 #: Open rounds kept in memory during a replay (the live service's default too).
 OPEN_ROUNDS: Final = 50_000
-#: Decided batches committing at once (each after the one before): deciding never waits
-#: for the database unless this many are queued.
-COMMITS_IN_FLIGHT: Final = 2
-T = TypeVar("T")
 
 
 @dataclass
@@ -119,16 +114,16 @@ async def _replay(
     summary = ReplaySummary()
     out = _Output(results, rejections, summary, await ledger.last_position())
     batch: list[Inbound] = []
-    committing: deque[asyncio.Task[BatchReport]] = deque()
+    committing: asyncio.Task[BatchReport] | None = None
 
     async def flush() -> None:
-        # Decide this batch while earlier ones commit; commits stay in order.
+        # Decide this batch while the previous one commits; commits stay in order.
+        nonlocal committing
         decided = await settler.decide(batch)
         batch.clear()
-        while len(committing) >= COMMITS_IN_FLIGHT:
-            out.record(await committing.popleft())
-        before = committing[-1] if committing else None
-        committing.append(asyncio.create_task(_after(before, settler.commit(decided))))
+        if committing is not None:
+            out.record(await committing)
+        committing = asyncio.create_task(settler.commit(decided))
 
     try:
         for number, line in enumerate(lines, start=1):
@@ -138,11 +133,12 @@ async def _replay(
                 await flush()
         if batch:
             await flush()
-        while committing:
-            out.record(await committing.popleft())
+        if committing is not None:
+            out.record(await committing)
+            committing = None
     finally:
-        # A failure elsewhere: let the commits in flight end.
-        await asyncio.gather(*committing, return_exceptions=True)
+        if committing is not None:  # a failure elsewhere: let the commit in flight end
+            await asyncio.gather(committing, return_exceptions=True)
     out.record(await settler.reject_unopened())
     summary.open = {
         state.stream: state.waiting_for or ""
@@ -150,18 +146,6 @@ async def _replay(
         if state.status is Status.OPEN
     }
     return summary
-
-
-async def _after(before: asyncio.Task[BatchReport] | None, commit: Awaitable[T]) -> T:
-    """``commit`` once the commit ``before`` it has succeeded; never if it failed."""
-    try:
-        if before is not None:
-            await before
-    except BaseException:
-        if inspect.iscoroutine(commit):
-            commit.close()  # never started: nothing of it was written
-        raise
-    return await commit
 
 
 @dataclass
