@@ -30,7 +30,9 @@ What is measured, on the real RabbitMQ and PostgreSQL of this machine:
 - **Balance.** Feed messages each instance consumed, read from its own
   ``croupier_events_consumed_total`` on ``/metrics`` at the last result: max over mean.
   For context, from the same ``/metrics``: messages per batch, partitions taken, released
-  and lost, fenced appends; and the load average as the instances start and at the end.
+  and lost, fenced appends, the seconds the ledger's append lock was held (summed over the
+  instances: the share of the drain its one writer was busy, and the rate at which it would
+  be busy all the time); and the load average as the instances start and at the end.
 - **Correctness**, printed per N: every round of the backlog closed exactly once in the
   ledger and none other; the wallet received exactly the expected results; no message
   dead-lettered; nothing in the ``rejections`` stream that the single-instance run did not
@@ -311,6 +313,7 @@ class Scraped:
     lost: float
     fenced: float
     lost_races: float
+    lock_held: float
 
     @classmethod
     def of(cls, text: str) -> Scraped:
@@ -323,6 +326,7 @@ class Scraped:
             lost=metric_sum(text, f'{handovers}{{how="lost"}}'),
             fenced=metric_sum(text, "croupier_appends_fenced_total"),
             lost_races=metric_sum(text, 'croupier_batch_retries_total{reason="lost_race"}'),
+            lock_held=metric_sum(text, "croupier_append_lock_held_seconds_total"),
         )
 
 
@@ -706,6 +710,15 @@ def print_report(report: Report, anchor: float | None) -> None:
             f"fenced appends {sum(s.fenced for s in run.scraped):.0f}; "
             f"lost races {sum(s.lost_races for s in run.scraped):.0f}; "
             f"load average {run.load[0]:.1f} -> {run.load[1]:.1f}"
+        )
+        held = sum(s.lock_held for s in run.scraped)
+        busy = held / run.seconds
+        print(
+            f"   append lock held {held:.1f} s, {busy:.0%} of the drain: the one writer "
+            f"would be busy all the time at about {run.messages / run.seconds / busy:,.0f} "
+            "msg/s (context)"
+            if busy
+            else "   append lock: not reported"
         )
     for n, found in report.problems().items():
         run = next(r for r in report.runs if r.instances == n)

@@ -267,6 +267,20 @@ class LedgerSuite:
         fixed = [batch[0], StreamAppend("busy", 1, batch[1].events), batch[2]]
         assert [r.position for r in await ledger.append(fixed)] == [2, 3, 4, 5, 6]
 
+    async def test_the_append_lock_s_held_time_adds_up_refused_appends_too(
+        self, ledger: Ledger
+    ) -> None:
+        assert ledger.append_lock_held == 0
+        await ledger.append([append("busy", 0, 3)], [message("m1")])
+        after_one = ledger.append_lock_held
+        assert after_one > 0
+        with pytest.raises(VersionConflict):  # refused inside the lock: it was held
+            await ledger.append([append("busy", 0, 1)])
+        after_two = ledger.append_lock_held
+        assert after_two > after_one
+        await ledger.read_stream("busy")  # a read takes no lock
+        assert ledger.append_lock_held == after_two
+
     # -- idempotency ----------------------------------------------------------------
 
     async def test_redelivered_batch_is_a_no_op(self, ledger: Ledger) -> None:

@@ -20,7 +20,7 @@ play_covariance_negative``: the boxes' covariance is counted in two parts that n
 from __future__ import annotations
 
 import platform
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from prometheus_client import (
@@ -30,9 +30,11 @@ from prometheus_client import (
     Histogram,
     Info,
 )
+from prometheus_client.core import CounterMetricFamily
 from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
+from prometheus_client.registry import Collector
 
 from croupier import croupier_version
 from croupier.settlement.facts import closing
@@ -67,6 +69,8 @@ class Metrics:
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
+        self._append_lock = _AppendLock(lambda: 0.0)  # 0 until a ledger is watched
+        self.registry.register(self._append_lock)
         r = self.registry
         self.consumed = Counter(
             "croupier_events_consumed", "Feed messages consumed", ["event_type"], registry=r
@@ -318,12 +322,35 @@ class Metrics:
             if value:
                 self.integrity[name].labels(*labels).inc(value)
 
+    def watch_append_lock(self, held: Callable[[], float]) -> None:
+        """Export ``held()``, the seconds this process has held the ledger's append lock
+        (``Ledger.append_lock_held``), as ``croupier_append_lock_held_seconds_total``; a
+        second call replaces the first (0 until the first)."""
+        self._append_lock.held = held
+
     def set_integrity_totals(
         self, labels: tuple[str, str, str], figures: Mapping[str, float]
     ) -> None:
         """The since-start totals of a game, pay table and currency, from the read model."""
         for name, value in figures.items():
             self.integrity_total[name].labels(*labels).set(value)
+
+
+class _AppendLock(Collector):
+    """The append lock's running total, read from the ledger at each scrape."""
+
+    def __init__(self, held: Callable[[], float]) -> None:
+        self.held = held
+
+    def collect(self) -> Iterable[CounterMetricFamily]:
+        yield CounterMetricFamily(
+            "croupier_append_lock_held_seconds",
+            "Seconds this instance held the ledger's append lock, from taking it to the end "
+            "of its transaction. The lock lets one transaction append at a time: summed over "
+            "the instances, its rate is the share of time the ledger's one writer is busy "
+            "(at 1 the ledger, not the instances, limits settling)",
+            value=self.held(),
+        )
 
 
 def add_process_metrics(registry: CollectorRegistry) -> None:

@@ -42,6 +42,9 @@ async def test_one_and_two_instances_settle_a_small_backlog_correctly(
         assert run.database_cpu > 0 and run.broker_cpu > 0
         assert math.isfinite(run.balance) and run.seconds > 0
         assert 0 < run.drain_cpu < run.cpu  # start-up is counted in C(N), and shown apart
+        # Each instance reports how long it held the ledger's append lock, within the run.
+        assert all(0 < s.lock_held < run.seconds for s in run.scraped)
     printed = capsys.readouterr().out
     assert "correctness: passed" in printed
     assert printed.count("without start-up (context)") == 2
+    assert printed.count("append lock held") == 2

@@ -103,3 +103,14 @@ async def test_a_failing_probe_is_500_and_one_json_log_line() -> None:
 async def test_a_head_never_finished_gets_408(port: int, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("croupier.web.READ_TIMEOUT", 0.2)
     assert (await ask(port, b"GET /healthz HTTP/1.1\r\n"))[0] == "HTTP/1.1 408 Request Timeout"
+
+
+def test_the_append_lock_s_held_seconds_are_read_at_each_scrape() -> None:
+    metrics, held = Metrics(), [1.5]
+    metrics.watch_append_lock(lambda: held[0])
+    name = "croupier_append_lock_held_seconds_total"
+    assert metrics.registry.get_sample_value(name) == 1.5
+    held[0] = 2.25
+    assert metrics.registry.get_sample_value(name) == 2.25
+    metrics.watch_append_lock(lambda: 7.0)  # another ledger: it replaces the first
+    assert metrics.registry.get_sample_value(name) == 7.0

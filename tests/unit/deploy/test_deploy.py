@@ -424,6 +424,7 @@ def test_the_required_recording_rules_and_alerts_exist() -> None:
         "SettlementLatencyHigh",
         "DealsNotFair",
         "PaymentsNotFair",
+        "AppendLockSaturated",
         *RELIABILITY_ALERTS,
     } <= alerts.keys()
     for name, alert in alerts.items():

@@ -392,6 +392,9 @@ class Ledger(ABC):
 
     dialect: Dialect
     trust: Trust
+    #: Seconds this process has held the append lock, from taking it to the end of its
+    #: transaction (a running total; the lock makes the ledger one writer at a time).
+    append_lock_held: float = 0.0
 
     @abstractmethod
     async def migrate(self, partitions: int | None = None) -> list[str]:

@@ -53,6 +53,7 @@ import asyncio
 import contextlib
 import json
 import re
+import time
 from collections.abc import AsyncIterator, Callable, Collection, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
@@ -465,10 +466,17 @@ class PostgresLedger(Ledger):
         runs out, a holder whose client went silent mid-exchange is ended before the error
         is raised, so that the caller's retry finds the lock free."""
         pool = await self.pool()
+        taken: float | None = None
         try:
-            async with pool.acquire() as conn, conn.transaction():
-                await conn.execute("SELECT pg_advisory_xact_lock($1)", APPEND_LOCK)
-                yield conn
+            async with pool.acquire() as conn:
+                try:
+                    async with conn.transaction():
+                        await conn.execute("SELECT pg_advisory_xact_lock($1)", APPEND_LOCK)
+                        taken = time.monotonic()
+                        yield conn
+                finally:  # committed or rolled back: the lock is free again
+                    if taken is not None:
+                        self.append_lock_held += time.monotonic() - taken
         except asyncpg.LockNotAvailableError:
             with contextlib.suppress(LedgerUnavailable, asyncpg.PostgresError):
                 await self.end_silent_holders()

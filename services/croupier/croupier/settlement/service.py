@@ -81,6 +81,7 @@ class Service:
         self.bus = bus
         self.metrics = metrics or (owner.metrics if owner is not None else Metrics())
         self.metrics.initialise()
+        self.metrics.watch_append_lock(lambda: ledger.append_lock_held)
         self.owner = owner
         self._owner_stopped = asyncio.Event()
         if owner is None:
