@@ -14,8 +14,10 @@ Guarantees:
   before its settler commits anything) at once, a fact committed since once the writer
   grace (``WRITER_GRACE`` leases in ``serve``) has passed after it first saw it (every
   instance keeps looking, holding the lease or not), never one its own process has still
-  to publish. Standby instances take the lease
-  over within ``lease_seconds`` of the holder's last renewal (a crash, a hang, a partition).
+  to publish. A listing that found nothing is not repeated after each commit, only once
+  the horizon has moved or a third of a term has passed: rows up to a horizon were all
+  written before it was seen. Standby instances take the lease over within
+  ``lease_seconds`` of the holder's last renewal (a crash, a hang, a partition).
   A message two publish (a writer slower than the grace) goes out twice with the same
   ``message_id``, as after a crash.
 - A message is marked published only after the broker confirmed it; a crash in between
