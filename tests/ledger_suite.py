@@ -302,6 +302,33 @@ class LedgerSuite:
         assert await ledger.append_new([]) == []
         assert await ledger.last_position() == 2
 
+    async def test_a_recorded_fact_again_is_returned_and_the_signed_chain_goes_on(
+        self, ledger_url: str
+    ) -> None:
+        """Appended again with no expected version (a kept rejection redelivered), a recorded
+        fact and its outbox message are returned as recorded, not written twice, beside the
+        new ones; the signed chain goes on from there and verifies."""
+        key = LedgerKey.generate()
+        async with open_ledger(ledger_url, key) as ledger:
+            await ledger.migrate()
+            old, new = event(), event()
+            (first,) = await ledger.append(
+                [StreamAppend("dead-letters", None, [old])], [message("m1")]
+            )
+            again = await ledger.append(
+                [
+                    StreamAppend("dead-letters", None, [old]),
+                    StreamAppend("dead-letters", None, [new]),
+                ],
+                [message("m1"), message("m2")],
+            )
+            assert again[0] == first and again[1].position == first.position + 1
+            await ledger.append([append("round:1", 0, 2)], [message("m3")])
+            assert await ledger.last_position() == 4
+            assert [m.message_id for m in await ledger.pending_outbox()] == ["m1", "m2", "m3"]
+        async with open_ledger(ledger_url) as auditor:
+            assert (await auditor.verify(public_key=key.public)).ok
+
     async def test_replay_is_a_no_op_after_the_stream_moved_on(self, ledger: Ledger) -> None:
         batch = [append("round:1", 0, 2)]
         first = await ledger.append(batch)
