@@ -391,10 +391,8 @@ class PostgresLedger(Ledger):
             if fence is not None:
                 await _check_fence(conn, fence)
             recorded_at = datetime.now(UTC)
-            unread: list[str] = []
-            read = await _before_append(
-                conn, keys if look_up else unread, streams, ids if look_up else unread
-            )
+            looked_up = (keys, ids) if look_up else ([], [])
+            read = await _before_append(conn, looked_up[0], streams, looked_up[1])
             try:
                 plan = _plan(appends, outbox, read, recorded_at)
             except VersionConflict:

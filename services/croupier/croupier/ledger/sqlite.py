@@ -163,19 +163,15 @@ class SqliteLedger(Ledger):
         fence: Fence | None = None,
     ) -> Plan:
         published = self._floor.seq  # what this process has seen published, for the head
-        held = [0.0]  # measured on the writer's thread, added on the event loop's
 
         def append(conn: sqlite3.Connection) -> Plan:
             taken = time.monotonic()  # the one writer is the lock: a transaction at a time
             try:
                 return _append(conn, appends, outbox, self.trust, published, fence)
-            finally:
-                held[0] = time.monotonic() - taken
+            finally:  # only the writer's thread adds to it
+                self.append_lock_held += time.monotonic() - taken
 
-        try:
-            return await self._writer.run(append)
-        finally:
-            self.append_lock_held += held[0]
+        return await self._writer.run(append)
 
     async def read_streams(self, streams: Sequence[str]) -> dict[str, list[RecordedEvent]]:
         sql = f"SELECT {_COLUMNS} FROM events WHERE stream IN ({{marks}})"
