@@ -37,8 +37,11 @@ What is measured, on the real RabbitMQ and PostgreSQL of this machine:
   ledger and none other; the wallet received exactly the expected results; no message
   dead-lettered; nothing in the ``rejections`` stream that the single-instance run did not
   also reject (by event id).
-- **The anchor**: ``bench.service``'s raw pipeline (consume + COPY + multiple ack), queue
-  drained, on its own feed, in the same sitting.
+- **The anchors**: ``bench.service``'s raw pipeline (consume + COPY + multiple ack), queue
+  drained, on its own feed, in the same sitting; and the machine's own E(N)
+  (:func:`machine_efficiency`): the same pure Python work (deciding a fixed feed) done by
+  one process alone and by N at once, so that E(N) can be read against what sharing the
+  cores costs any process here.
 
 Targets are printed beside the figures (E(2) >= 0.9, E(4) >= 0.8, balance <= 1.5), never
 asserted. Scratch vhosts, databases and service roles are dropped afterwards; the ``serve``
@@ -49,6 +52,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -56,17 +60,25 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import aio_pika
 import asyncpg
 from aio_pika.abc import AbstractIncomingMessage
 
-from bench.replay import ADMIN_URL, load_line, postgres_available, scratch_database
+from bench.replay import (
+    ADMIN_URL,
+    decide_only,
+    load_line,
+    make_feed,
+    postgres_available,
+    scratch_database,
+)
 from bench.service import (
     feed_workload,
     rabbitmq_available,
@@ -622,6 +634,50 @@ async def _drained(wallet: Wallet, started: Sequence[Instance]) -> None:
             await asyncio.wait_for(wallet.done.wait(), 1.0)
 
 
+# -- the machine's own anchor -------------------------------------------------------------
+
+
+#: Rounds of ``bench.replay``'s feed each process decides for the machine's anchor (about
+#: two CPU-seconds on a fast core).
+MACHINE_ROUNDS = 1_100
+
+
+def machine_efficiency(
+    instances: Sequence[int] = INSTANCES, rounds: int = MACHINE_ROUNDS
+) -> dict[int, float]:
+    """N -> the machine's own E(N): CPU-seconds a process takes to decide a fixed feed
+    (``bench.replay``'s deciding alone: pure Python, no broker, no database) alone, over the
+    mean of the same with N processes deciding it at once. What sharing these cores costs
+    any Python work, apart from Croupier's."""
+    alone = _decide_at_once(1, rounds)
+    return {n: alone / (alone if n == 1 else _decide_at_once(n, rounds)) for n in instances}
+
+
+def _decide_at_once(n: int, rounds: int) -> float:
+    """The mean CPU-seconds of ``n`` processes, started together, each deciding the feed."""
+    ctx = multiprocessing.get_context("spawn")
+    barrier, results = ctx.Barrier(n), ctx.Queue()
+    workers = [ctx.Process(target=_decider, args=(rounds, barrier, results)) for _ in range(n)]
+    for worker in workers:
+        worker.start()
+    try:
+        spent = [float(results.get(timeout=TIMEOUT)) for _ in workers]
+    finally:
+        for worker in workers:
+            worker.join(30)
+            if worker.is_alive():
+                worker.kill()
+    return sum(spent) / n
+
+
+def _decider(rounds: int, barrier: Any, results: Any) -> None:
+    """One process of the anchor: build the feed, wait for the others, decide it."""
+    feed = make_feed(rounds)
+    barrier.wait()
+    _, cpu = asyncio.run(decide_only(feed))
+    results.put(cpu)
+
+
 # -- the report ----------------------------------------------------------------------------
 
 
@@ -661,8 +717,11 @@ def _verdict(met: bool) -> str:
     return "met" if met else "NOT met"
 
 
-def print_report(report: Report, anchor: float | None) -> None:
-    """The table of figures, targets beside them, and the correctness checks."""
+def print_report(
+    report: Report, anchor: float | None, machine: Mapping[int, float] | None = None
+) -> None:
+    """The table of figures, targets beside them, the machine's own E(N) (``machine``, from
+    :func:`machine_efficiency`) and the correctness checks."""
     print(
         f"backlog: {report.backlog:,} messages over {report.tables} tables, "
         f"{report.results:,} settlement results (seed {SEED})"
@@ -720,6 +779,12 @@ def print_report(report: Report, anchor: float | None) -> None:
             if busy
             else "   append lock: not reported"
         )
+    if machine:
+        print(
+            "the machine's own E(N), deciding alone with N processes at once (context: what "
+            "sharing these cores costs any Python work): "
+            + ", ".join(f"E({n}) {e:.2f}" for n, e in sorted(machine.items()))
+        )
     for n, found in report.problems().items():
         run = next(r for r in report.runs if r.instances == n)
         rejected = f"{len(run.checks.rejected)} rejected"
@@ -736,8 +801,9 @@ async def _run() -> None:
     if not rabbitmq_available() or not await postgres_available(ADMIN_URL):
         return
     anchor = await raw_baseline(feed_workload(), live=False)
+    machine = await asyncio.to_thread(machine_efficiency)
     report = await measure()
-    print_report(report, anchor)
+    print_report(report, anchor, machine)
     print(load_line())
 
 

@@ -5,7 +5,7 @@ The bench prints its figures and never asserts them; what it checks, it checks t
 whatever the size: every round closed once, every result at the wallet, nothing
 dead-lettered, nothing rejected that one instance did not reject. Those checks must pass,
 and the figures it reads (CPU from ``/proc``, messages from each instance's metrics) must be
-there.
+there. The machine's own E(N) is the CPU of real processes deciding at once.
 """
 
 from __future__ import annotations
@@ -21,7 +21,13 @@ ROOT = Path(__file__).resolve().parents[3]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # the benchmarks live beside the services, not in them
 
-from bench.scale import Services, measure, print_report  # noqa: E402
+from bench.scale import (  # noqa: E402
+    Services,
+    _decide_at_once,
+    machine_efficiency,
+    measure,
+    print_report,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("takeover")]
 
@@ -31,7 +37,7 @@ async def test_one_and_two_instances_settle_a_small_backlog_correctly(
 ) -> None:
     services = Services(POSTGRES_URL, scratch_vhost, scratch_database)
     report = await measure(2000, (1, 2), services)
-    print_report(report, None)
+    print_report(report, None, {1: 1.0, 2: 0.97})
     assert report.problems() == {1: [], 2: []}, capsys.readouterr().out
     assert report.backlog >= 2000
     for run in report.runs:
@@ -48,3 +54,16 @@ async def test_one_and_two_instances_settle_a_small_backlog_correctly(
     assert "correctness: passed" in printed
     assert printed.count("without start-up (context)") == 2
     assert printed.count("append lock held") == 2
+    assert "the machine's own E(N), deciding alone with N processes at once" in printed
+    assert "E(1) 1.00, E(2) 0.97" in printed
+
+
+def test_each_process_of_the_machine_anchor_reports_the_cpu_it_spent_deciding() -> None:
+    assert _decide_at_once(2, rounds=20) > 0
+
+
+def test_the_machine_anchor_is_one_alone_and_a_ratio_of_cpu_seconds_for_more() -> None:
+    found = machine_efficiency((1, 2), rounds=20)
+    assert set(found) == {1, 2}
+    assert found[1] == 1.0
+    assert math.isfinite(found[2]) and 0.2 < found[2] < 5
