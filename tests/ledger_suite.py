@@ -637,6 +637,35 @@ class LedgerSuite:
         assert [m.message_id for m in listed] == ["m2"]
         assert [m.message_id for m in await ledger.pending_outbox()] == ["m2", "m3"]
 
+    async def test_leftovers_are_listed_from_the_published_claim_through_a_position(
+        self, ledger_url: str
+    ) -> None:
+        key = LedgerKey.generate()
+        async with open_ledger(ledger_url, key) as writer:
+            await writer.migrate()
+            positions = []
+            for n in range(6):
+                (record,) = await writer.append([append(f"s{n}", 0)], [message(f"m{n}")])
+                positions.append(record.position)
+            await writer.mark_published([m.message_id for m in await writer.pending_outbox(2)])
+            await writer.append([append("s6", 0)])  # its head claims m0 and m1 published
+            await writer.mark_published(["m3"])
+        async with open_ledger(ledger_url, key) as heir:  # another instance, a fresh floor
+            pages, after = [], None
+            while True:
+                pending, after = await heir.pending_since_claim(positions[4], 2, after)
+                pages.append([(m.message_id, m.position) for m in pending])
+                if after is None:
+                    break
+            # Past the claim: m2 and m3 (published), then m4; m5 lies beyond the position.
+            assert pages == [[("m2", positions[2])], [("m4", positions[4])]]
+            assert await heir.pending_since_claim(0, 10) == ([], None)
+            assert await heir.pending_outbox() != []  # its own floor not moved by the listing
+        async with open_ledger(ledger_url) as unsigned:  # no claim: read from the start
+            pending, after = await unsigned.pending_since_claim(positions[5], 10)
+            assert [m.message_id for m in pending] == ["m2", "m4", "m5"]
+            assert after is None
+
     async def test_pending_pages_never_skip_a_message_left_unpublished(
         self, ledger: Ledger
     ) -> None:

@@ -153,10 +153,10 @@ class PartitionSuite:
     async def test_take_renew_release_with_epochs(self, ledger: Ledger) -> None:
         leases = ledger.partition_leases()
         taken = await leases.take("a", 10, 3)
-        assert [(t.partition, t.epoch, t.unowned) for t in taken] == [
-            (0, 1, None),
-            (1, 1, None),
-            (2, 1, None),
+        assert [(t.partition, t.epoch, t.unowned, t.lapsed) for t in taken] == [
+            (0, 1, None, None),
+            (1, 1, None, None),
+            (2, 1, None, None),
         ]
         assert [t.partition for t in await leases.take("b", 10, 2)] == [3, 4]
         assert await leases.renew("a", 20) == {0: 1, 1: 1, 2: 1}  # the epoch is kept
@@ -167,6 +167,7 @@ class PartitionSuite:
         (again,) = await leases.take("b", 10, 1)
         assert (again.partition, again.epoch) == (1, 2)  # taken again: a new epoch
         assert again.unowned is not None and 0 <= again.unowned < 5
+        assert again.lapsed is None  # released: nobody's lease lapsed
         assert await leases.release("a") == [0, 2]
         assert [(lease.owner, lease.epoch) for lease in (await leases.leases())[:5]] == [
             (None, 1),
@@ -197,6 +198,7 @@ class PartitionSuite:
         (taken,) = await leases.take("b", 10, 1)
         assert (taken.partition, taken.epoch) == (0, 2)
         assert taken.unowned is not None and 0.05 < taken.unowned < 5
+        assert taken.lapsed == "a"  # what a left unpublished is the new owner's to relay
 
     async def test_instances_register_and_leave(self, ledger: Ledger) -> None:
         leases = ledger.partition_leases()
@@ -334,6 +336,25 @@ class PartitionSuite:
         assert await ledger.last_position() == 0
         await b.append([a_fact(table)], tables=[table])
         assert await ledger.last_position() == 1
+
+    async def test_partitions_of_a_lapsed_owner_are_handed_over_with_its_leftovers(
+        self, ledger: Ledger, other: Ledger
+    ) -> None:
+        """Taken from an owner whose lease lapsed: ``on_lapsed`` hears the partitions and
+        the position below which that owner's facts lie. Released or never owned: not."""
+        a, b = self.owner(ledger, "a", term=0.5), self.owner(other, "b", term=10)
+        heard: list[tuple[frozenset[int], int, int]] = []
+        a.on_lapsed = b.on_lapsed = lambda *lapsed: heard.append(lapsed)
+        await a.balance()  # never owned before
+        table = table_in(5)
+        await a.append([a_fact(table)], tables=[table])
+        assert heard == []
+        await asyncio.sleep(0.6)  # a paused past its term
+        await b.balance()
+        assert heard == [(frozenset(range(P)), P, 1)]
+        await b.leases.release("b", [5])
+        await a.balance()  # takes what b released: nobody's lease lapsed
+        assert 5 in a.held and len(heard) == 1
 
     async def test_a_graceful_stop_frees_every_partition_at_once(
         self, ledger: Ledger, other: Ledger

@@ -35,6 +35,7 @@ from croupier.bus.amqp import _publication
 from croupier.bus.memory import MemoryBus
 from croupier.ledger import Ledger, PendingMessage, open_ledger
 from croupier.ledger.keyring import KeyEntry, Keyring
+from croupier.ledger.partitions import partition_of
 from croupier.ledger.signing import LedgerKey
 from croupier.metrics import Metrics
 from croupier.settlement.deadletters import ORIGINAL_ROUTING_KEY
@@ -475,6 +476,51 @@ async def test_the_holder_leaves_what_this_process_has_not_published_yet(
     assert await relay.relay_committed() == 1
     assert await relay.relay_pending() == 1
     assert len(got) == len(set(got)) == 2
+
+
+def tables_in(count: int, *partitions: int) -> list[str]:
+    """A table in each of ``partitions`` (of ``count``), each another."""
+    tables = (f"table-{n}" for n in range(10_000))
+    chosen: list[str] = []
+    for partition in partitions:
+        chosen.append(
+            next(t for t in tables if partition_of(t, count) == partition and t not in chosen)
+        )
+    return chosen
+
+
+async def test_a_lapsed_owners_leftovers_go_out_from_the_new_owner_before_its_own(
+    tmp_path: Path,
+) -> None:
+    """The new owner of partitions whose owner's lease lapsed publishes the results that
+    owner committed for their tables and never published, vouched for, before its own;
+    another partition's results and dead letters stay the relay lease holder's."""
+    key = LedgerKey.generate()
+    async with open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}", key) as ledger:
+        await ledger.migrate()
+        adopted, kept, own = tables_in(8, 3, 4, 3)
+        lapsed = Settler(ledger, dead_letters=True)  # committed, then died unpublished
+        await lapsed.handle(deliveries([*a_round(adopted), *a_round(kept), b"{not json"]))
+        bus = MemoryBus()
+        got: list[str] = []
+        bus.subscribe("#", lambda m: got.append(str(m.body.get("table_id", "dead letter"))))
+        holder = OutboxRelay(ledger, bus, Metrics(), holder="holder", writer_grace=60)
+        assert await holder.hold()
+        heir = OutboxRelay(ledger, bus, Metrics(), holder="heir", writer_grace=60)
+        heir.adopt(frozenset({3}), 8, await ledger.last_position())
+        heir.committed((await Settler(ledger).handle(deliveries(a_round(own), 100))).outbox)
+        relaying = asyncio.create_task(heir.run())
+        async with asyncio.timeout(10):
+            while len(got) < 2:
+                await asyncio.sleep(0.01)
+        heir.stop()
+        await relaying
+        assert got == [adopted, own]  # the table's earlier round first
+        left = await ledger.pending_outbox()
+        assert sorted(str(m.body.get("table_id", "dead letter")) for m in left) == sorted(
+            [kept, "dead letter"]
+        )
+        assert await heir.relay_leftovers() == 0  # done once
 
 
 async def test_the_holder_lists_the_outbox_again_only_when_its_horizon_moves(

@@ -570,11 +570,7 @@ class Ledger(ABC):
                     seek = await self._outbox_after(resume - 1, limit, last)  # skip its done part
                     sought = True
                     break
-                done = (
-                    row.message_id in floor.aside
-                    or self.trust.published(row.message_id, row.marks, row.position)
-                    or (row.aside and self.trust.keyring is None)  # unsigned: taken as is
-                )
+                done = self._done(row)
                 if done and contiguous:
                     floor.seq = row.seq
                 elif done:
@@ -609,6 +605,23 @@ class Ledger(ABC):
         floor.listed(page, in_flight=bool(skip), whole=whole, positions=positions)
         return [m for m, _ in pending]
 
+    async def pending_since_claim(
+        self, through: int, limit: int, after: int | None = None
+    ) -> tuple[list[PendingMessage], int | None]:
+        """Unpublished messages of events at or below position ``through``, in outbox order,
+        read ``limit`` rows at a time past outbox ``seq`` ``after`` (None: the published
+        claim, :meth:`published_claim`, below which every row was published); and the
+        ``after`` of the next page (None: no row is left to read). The published floor of
+        :meth:`pending_outbox` is neither read nor moved: this is a listing of its own, for
+        the new owner of a partition whose owner's lease lapsed (its leftovers)."""
+        last = await self._outbox_seq_through(through)
+        start = await self.published_claim() if after is None else after
+        rows = await self._outbox_after(start, limit, last) if start < last else []
+        await self._check_marks(rows)
+        pending = [_pending(row) for row in rows if not self._done(row)]
+        following = rows[-1].seq if rows and rows[-1].seq < last else None
+        return pending, following
+
     async def _none_pending(
         self, rows: Sequence[OutboxRow], limit: int, skip: Collection[str] = frozenset()
     ) -> bool:
@@ -617,13 +630,15 @@ class Ledger(ABC):
         if len(rows) >= limit:
             return False
         await self._check_marks(rows)
-        floor, trust = self._floor, self.trust
-        return all(
-            row.message_id in floor.aside
-            or row.message_id in skip
-            or trust.published(row.message_id, row.marks, row.position)
-            or (row.aside and trust.keyring is None)
-            for row in rows
+        return all(row.message_id in skip or self._done(row) for row in rows)
+
+    def _done(self, row: OutboxRow) -> bool:
+        """Whether an outbox row (its marks checked) needs no publishing: published, or
+        set aside (by this process; or, on an unsigned ledger, by anyone: taken as is)."""
+        return (
+            row.message_id in self._floor.aside
+            or self.trust.published(row.message_id, row.marks, row.position)
+            or (row.aside and self.trust.keyring is None)
         )
 
     async def _check_marks(self, rows: Sequence[OutboxRow]) -> None:

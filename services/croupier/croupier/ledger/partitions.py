@@ -18,8 +18,11 @@ Leases with epochs
     only the leases the instance still holds unexpired, at their epoch: a lease that
     expired, even one nobody took yet, is not renewed but taken again with a new epoch.
     ``release`` frees leases at once (their expiry set to now: a release is never a way
-    to prolong ownership). Two instances racing to take the same partitions get disjoint
-    sets: the rows are locked in partition order, skipping rows another transaction holds.
+    to prolong ownership). A take names the owner whose lease ran out unreleased (killed,
+    paused, cut off), if any: what that owner committed and had not published yet is left
+    in the outbox for the new owner (``croupier.settlement.relay``). Two instances racing
+    to take the same partitions get disjoint sets: the rows are locked in partition order,
+    skipping rows another transaction holds.
 
 Balanced assignment
     Instances register (``register``: ``instances (id, seen_at, live_until)``), each live
@@ -118,11 +121,13 @@ class Instance(NamedTuple):
 
 class Taken(NamedTuple):
     """A partition just taken, at its new ``epoch``; ``unowned`` the seconds it had been
-    without a valid lease (None when it had never been owned)."""
+    without a valid lease (None when it had never been owned); ``lapsed`` the owner whose
+    lease ran out unreleased (None when the partition was free: released, or never owned)."""
 
     partition: int
     epoch: int
     unowned: float | None
+    lapsed: str | None = None
 
 
 class PartitionLeases(ABC):
@@ -143,7 +148,8 @@ class PartitionLeases(ABC):
     @abstractmethod
     async def take(self, owner: str, seconds: float, limit: int) -> list[Taken]:
         """Take up to ``limit`` free or expired partitions for ``seconds``, lowest first,
-        each at its epoch plus one; those another transaction has locked are skipped."""
+        each at its epoch plus one (naming the owner whose lease lapsed, if any); those
+        another transaction has locked are skipped."""
 
     @abstractmethod
     async def renew(self, owner: str, seconds: float) -> dict[int, int]:

@@ -835,7 +835,8 @@ async def _check_fence(conn: Conn, fence: Fence) -> None:
 #: racing taker, an append checking its fence): racers get disjoint sets and never wait.
 _TAKE = """
     WITH free AS (
-        SELECT partition, epoch AS was, expires_at AS ended FROM partition_leases
+        SELECT partition, epoch AS was, expires_at AS ended, owner AS lapsed
+        FROM partition_leases
         WHERE owner IS NULL OR expires_at <= clock_timestamp()
         ORDER BY partition LIMIT $3 FOR UPDATE SKIP LOCKED
     )
@@ -843,7 +844,7 @@ _TAKE = """
         expires_at = clock_timestamp() + make_interval(secs => $2)
     FROM free WHERE l.partition = free.partition
     RETURNING l.partition, l.epoch, CASE WHEN free.was > 0
-        THEN extract(epoch FROM clock_timestamp() - free.ended)::float8 END
+        THEN extract(epoch FROM clock_timestamp() - free.ended)::float8 END, free.lapsed
 """
 #: Rows are locked in partition order, as the fence locks them: no deadlock between them.
 _RENEW = """
@@ -906,7 +907,7 @@ class PostgresPartitions(PartitionLeases):
         if limit <= 0:
             return []
         rows = await (await self.ledger.pool()).fetch(_TAKE, owner, seconds, limit)
-        return sorted(Taken(row[0], int(row[1]), row[2]) for row in rows)
+        return sorted(Taken(row[0], int(row[1]), row[2], row[3]) for row in rows)
 
     @_reaching
     async def renew(self, owner: str, seconds: float) -> dict[int, int]:

@@ -645,18 +645,18 @@ def _register(conn: sqlite3.Connection, instance: str, seconds: float) -> int:
 def _take(conn: sqlite3.Connection, owner: str, seconds: float, limit: int) -> list[Taken]:
     now = time.time()
     free = conn.execute(
-        "SELECT partition, epoch, expires_at FROM partition_leases "
+        "SELECT partition, epoch, expires_at, owner FROM partition_leases "
         "WHERE owner IS NULL OR expires_at <= ? ORDER BY partition LIMIT ?",
         (now, limit),
     ).fetchall()
     conn.executemany(
         "UPDATE partition_leases SET owner = ?, epoch = epoch + 1, expires_at = ? "
         "WHERE partition = ?",
-        [(owner, now + seconds, partition) for partition, _, _ in free],
+        [(owner, now + seconds, partition) for partition, *_ in free],
     )
     return [
-        Taken(partition, epoch + 1, now - ended if epoch > 0 else None)
-        for partition, epoch, ended in free
+        Taken(partition, epoch + 1, now - ended if epoch > 0 else None, lapsed)
+        for partition, epoch, ended, lapsed in free
     ]
 
 

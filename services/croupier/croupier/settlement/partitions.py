@@ -23,6 +23,10 @@ Guarantees (on top of ``croupier.ledger.partitions``):
   epoch is refused in the append transaction. Either way the append raises ``Fenced``,
   writes nothing, is counted in ``croupier_appends_fenced_total{partition}``, and the
   partitions are dropped from what the instance believes it holds.
+- **Leftovers to the new owner.** A partition taken from an owner whose lease lapsed
+  (killed, paused, cut off) is handed to ``on_lapsed`` with the ledger's last position,
+  before its queue is consumed: the relay publishes what that owner committed for its
+  tables and did not publish, before anything more of this instance's own.
 - **Unowned, measured.** At every renewal it reads every lease and sets
   ``croupier_partition_unowned_seconds`` to the longest any partition has been without a
   valid lease (:meth:`PartitionOwner.unowned`), so a partition nobody takes is seen from
@@ -61,6 +65,7 @@ from croupier.ledger.partitions import (
     DEFAULT_TERM,
     POLL_SECONDS,
     PartitionLeases,
+    Taken,
     fair_share,
     partition_of,
 )
@@ -103,6 +108,10 @@ class PartitionOwner:
         self._renewed = -float("inf")
         #: Partition never owned -> when this instance first saw it so (monotonic).
         self._never_owned: dict[int, float] = {}
+        #: Told of partitions taken from an owner whose lease lapsed (partitions, the
+        #: partition count, the ledger's last position then): the service's relay, which
+        #: publishes what that owner left unpublished (``OutboxRelay.adopt``).
+        self.on_lapsed: Callable[[frozenset[int], int, int], None] | None = None
 
     async def balance(self, give_back: GiveBack | None = None) -> None:
         """One step: register, renew when due, then take up to the fair share or give back
@@ -129,14 +138,30 @@ class PartitionOwner:
                 self.held.pop(partition, None)
                 self.metrics.partition_handovers.labels("released").inc()
         elif len(self.held) < share:
-            for taken in await self.leases.take(self.instance, self.term, share - len(self.held)):
-                self.held[taken.partition] = taken.epoch
+            taken = await self.leases.take(self.instance, self.term, share - len(self.held))
+            for one in taken:
+                self.held[one.partition] = one.epoch
                 self.metrics.partition_handovers.labels("taken").inc()
-                if taken.unowned is not None:
-                    self.metrics.partition_handover_seconds.observe(max(0.0, taken.unowned))
+                if one.unowned is not None:
+                    self.metrics.partition_handover_seconds.observe(max(0.0, one.unowned))
+            await self._take_leftovers(taken)
         self.metrics.partitions_owned.set(len(self.held))
         if due:
             self.metrics.partition_unowned.set(await self.unowned())
+
+    async def _take_leftovers(self, taken: Sequence[Taken]) -> None:
+        """Hand ``on_lapsed`` the partitions taken from another owner whose lease lapsed,
+        with the ledger's last position now: every fact that owner wrote lies at or below
+        it (its appends held the lease rows until they committed, the take waited)."""
+        lapsed = frozenset(t.partition for t in taken if t.lapsed not in (None, self.instance))
+        if not lapsed or self.on_lapsed is None:
+            return
+        try:
+            through = await self.ledger.last_position()
+        except LedgerUnavailable as error:  # the relay lease's holder publishes them later
+            log.warning("a lapsed owner's leftovers left to the relay", error=str(error))
+            return
+        self.on_lapsed(lapsed, self.count, through)
 
     async def _give_back(self, give_back: GiveBack, partitions: Sequence[int]) -> None:
         """Let the feed settle what of ``partitions`` it holds; released regardless after."""

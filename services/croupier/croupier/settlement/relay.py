@@ -20,6 +20,12 @@ Guarantees:
   ``lease_seconds`` of the holder's last renewal (a crash, a hang, a partition).
   A message two publish (a writer slower than the grace) goes out twice with the same
   ``message_id``, as after a crash.
+- What an owner whose partition lease lapsed (killed, paused, cut off) committed for its
+  tables and left unpublished, the instance that takes those partitions over publishes
+  (``adopt``, ``relay_leftovers``): listed from the published claim through the ledger's
+  last position at the takeover, each vouched for as the lease holder's are, and before
+  anything more of its own, so a table's earlier round reaches wallets before its next.
+  Dead letters, and whatever a takeover did not list, stay the lease holder's.
 - A message is marked published only after the broker confirmed it; a crash in between
   means it is published again with the same ``message_id``, which wallets deduplicate on.
 - A message the broker refuses for good (unroutable, too long to frame, nacked) is set aside
@@ -88,11 +94,19 @@ from typing import Any, Final, TypeVar, cast
 import structlog
 
 from contract.canonical import Encoded, canonical_json
-from croupier.bus import DEAD_LETTER_EXCHANGE, UNROUTABLE, Outgoing, Refused, SettlementSink
+from croupier.bus import (
+    DEAD_LETTER_EXCHANGE,
+    SETTLEMENTS_EXCHANGE,
+    UNROUTABLE,
+    Outgoing,
+    Refused,
+    SettlementSink,
+)
 from croupier.config import LEASE_LIMIT
 from croupier.ledger import Ledger, OutboxMessage, PendingMessage, RecordedEvent
 from croupier.ledger.audit import Expected
 from croupier.ledger.chain import ChainRow
+from croupier.ledger.partitions import partition_of
 from croupier.metrics import Metrics
 from croupier.settlement import deadletters
 from croupier.settlement.results import outbox_rule
@@ -167,6 +181,9 @@ class OutboxRelay:
         self.writer_grace = writer_grace
         #: What this process's settler committed that this relay has not published yet.
         self.own = Committed()
+        #: Partitions taken over from a lapsed owner (``adopt``): (partitions, partition
+        #: count, the ledger's last position then), oldest first.
+        self._leftovers: deque[tuple[frozenset[int], int, int]] = deque()
         #: The ledger's last position as seen, and when (the first sighting: long ago).
         self._seen: deque[tuple[float, int]] = deque()
         self._through: int | None = None
@@ -189,6 +206,14 @@ class OutboxRelay:
             self.own.add(fact, messages)
         self.wake()
 
+    def adopt(self, partitions: frozenset[int], count: int, through: int) -> None:
+        """This instance took ``partitions`` (of ``count``) from an owner whose lease lapsed,
+        when the ledger's last position was ``through``: publish the results that owner
+        committed for their tables and left unpublished (``relay_leftovers``), before
+        anything more of this process's own."""
+        self._leftovers.append((partitions, count, through))
+        self.wake()
+
     def stop(self) -> None:
         """Stop after the current round of publishing."""
         self._stopping.set()
@@ -201,7 +226,8 @@ class OutboxRelay:
             try:
                 await self.look()
                 held = await self._hold_when_due()  # kept current while publishing fails
-                sent = await self.relay_committed()
+                sent = await self.relay_leftovers()
+                sent += await self.relay_committed()
                 sent += await self.relay_pending() if held and await self.hold() else 0
                 self.healthy = True
                 delay = 0.1
@@ -261,6 +287,35 @@ class OutboxRelay:
     async def relay_once(self) -> int:
         """Publish one page of pending messages; the number taken off the outbox."""
         return await self._relay(pages=1)
+
+    async def relay_leftovers(self) -> int:
+        """Publish what owners whose lease lapsed left unpublished in the partitions this
+        instance took from them (``adopt``), oldest handover first; the number taken.
+
+        Listed from the published claim through the position at the handover
+        (``Ledger.pending_since_claim``), the results of those partitions' tables only,
+        each vouched for by its chained fact as the lease holder's are. Dead letters are
+        the lease holder's. A failure leaves the handover to be listed again (what was
+        published and not marked goes again with the same ``message_id``)."""
+        taken = 0
+        while self._leftovers:
+            partitions, count, through = self._leftovers[0]
+            after: int | None = None
+            while True:
+                pending, after = await self.ledger.pending_since_claim(through, self.batch, after)
+                theirs = [m for m in pending if _partition(m, count) in partitions]
+                if theirs:
+                    vouched = await self._vouched(theirs)
+                    sendable = [vouched[m.message_id] for m in theirs if m.message_id in vouched]
+                    await self._mark(sendable, await self._publish(sendable))
+                    taken += len(theirs)
+                if after is None:
+                    break
+            self._leftovers.popleft()
+            log.info(
+                "published what a lapsed owner left", partitions=sorted(partitions), taken=taken
+            )
+        return taken
 
     async def relay_committed(self) -> int:
         """Publish what this process's settler committed (``committed``), page after page
@@ -454,6 +509,10 @@ class OutboxRelay:
         """Publish what this process committed, and (holding the lease) everything pending
         now, within ``timeout``: at shutdown."""
         async with asyncio.timeout(timeout):
+            try:
+                await self.relay_leftovers()
+            except Exception as error:  # the lease holder publishes them after its grace
+                log.warning("a lapsed owner's leftovers not published", error=repr(error))
             while self.own and await self.relay_committed():
                 pass
             while self.active and await self.relay_pending() and self.more:
@@ -708,6 +767,14 @@ async def _both(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:
         if not task.cancelled() and task.exception() is not None:
             raise cast(BaseException, task.exception())
     return one.result(), two.result()
+
+
+def _partition(message: PendingMessage, count: int) -> int | None:
+    """The partition of the table a settlement result names (None: not a result)."""
+    table = message.body.get("table_id")
+    if message.exchange != SETTLEMENTS_EXCHANGE or not isinstance(table, str):
+        return None
+    return partition_of(table, count)
 
 
 def _outgoing(position: int, message: OutboxMessage) -> Outgoing:

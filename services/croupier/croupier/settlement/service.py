@@ -100,6 +100,8 @@ class Service:
             lease_seconds=relay_lease,
             writer_grace=WRITER_GRACE * relay_lease,
         )
+        if owner is not None:
+            owner.on_lapsed = self.relay.adopt
         self.consumer = FeedConsumer(
             bus,
             self.settler,
