@@ -14,7 +14,9 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 
 import pytest
+from unit.croupier.test_relay import a_round, deliveries
 
+from croupier.bus.memory import MemoryBus
 from croupier.ledger import (
     Fence,
     Fenced,
@@ -31,6 +33,8 @@ from croupier.ledger.partitions import (
 from croupier.metrics import Metrics
 from croupier.settlement.facts import Fact
 from croupier.settlement.partitions import PartitionOwner
+from croupier.settlement.relay import OutboxRelay
+from croupier.settlement.settler import Settler
 
 #: Partitions of the suite's ledgers (small, so that tables of every partition are at hand).
 P = 8
@@ -355,6 +359,31 @@ class PartitionSuite:
         await b.leases.release("b", [5])
         await a.balance()  # takes what b released: nobody's lease lapsed
         assert 5 in a.held and len(heard) == 1
+
+    async def test_the_new_owner_publishes_what_a_lapsed_owner_committed_and_left(
+        self, ledger: Ledger, other: Ledger
+    ) -> None:
+        """An owner commits a round fenced, then lapses before publishing it: the owner
+        that takes its partition over publishes the result, once, as it takes it (the
+        relay lease is another's, whose grace has not passed)."""
+        a, b = self.owner(ledger, "a", term=0.5), self.owner(other, "b")
+        await a.balance()
+        table = table_in(5)
+        settler = Settler(ledger, fence=a.fence, owns=lambda t: a.partition(t) in a.held)
+        committed = (await settler.handle(deliveries(a_round(table)))).outbox
+        (result,) = [m.message_id for _, messages in committed for m in messages]
+        bus, got = MemoryBus(), []
+        bus.subscribe("#", lambda message: got.append(message.message_id))
+        holder = OutboxRelay(ledger, bus, Metrics(), holder="holder", writer_grace=60)
+        assert await holder.hold()
+        heir = OutboxRelay(other, bus, Metrics(), holder="heir", writer_grace=60)
+        b.on_lapsed = heir.adopt
+        await asyncio.sleep(0.6)  # a paused past its term, its result unpublished
+        await b.balance()
+        assert await heir.relay_leftovers() == 1
+        assert got == [result]
+        assert await other.pending_outbox() == []
+        assert await heir.relay_leftovers() == 0
 
     async def test_a_graceful_stop_frees_every_partition_at_once(
         self, ledger: Ledger, other: Ledger

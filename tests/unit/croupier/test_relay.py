@@ -33,14 +33,17 @@ from croupier.bus import (
 )
 from croupier.bus.amqp import _publication
 from croupier.bus.memory import MemoryBus
+from croupier.bus.routed import RoutedAmqpBus
 from croupier.ledger import Ledger, PendingMessage, open_ledger
 from croupier.ledger.keyring import KeyEntry, Keyring
 from croupier.ledger.partitions import partition_of
 from croupier.ledger.signing import LedgerKey
 from croupier.metrics import Metrics
 from croupier.settlement.deadletters import ORIGINAL_ROUTING_KEY
+from croupier.settlement.partitions import PartitionOwner
 from croupier.settlement.relay import PAGES_IN_FLIGHT, Committed, OutboxRelay, derive
 from croupier.settlement.results import message_id
+from croupier.settlement.service import Service
 from croupier.settlement.settler import Inbound, Settler
 from studio import StudioConfig, TableSpec, simulate
 
@@ -521,6 +524,14 @@ async def test_a_lapsed_owners_leftovers_go_out_from_the_new_owner_before_its_ow
             [kept, "dead letter"]
         )
         assert await heir.relay_leftovers() == 0  # done once
+
+
+async def test_a_partitioned_service_hands_lapsed_partitions_to_its_relay(
+    ledger: Ledger,
+) -> None:
+    owner = PartitionOwner(ledger, "instance", Metrics())
+    service = Service(ledger, RoutedAmqpBus("amqp://guest:guest@127.0.0.1:5672/", 8), owner=owner)
+    assert owner.on_lapsed == service.relay.adopt
 
 
 async def test_the_holder_lists_the_outbox_again_only_when_its_horizon_moves(
