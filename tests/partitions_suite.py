@@ -38,6 +38,8 @@ from croupier.settlement.settler import Settler
 
 #: Partitions of the suite's ledgers (small, so that tables of every partition are at hand).
 P = 8
+#: The term of an owner that commits, then lapses: long enough for its commit on a busy machine.
+LAPSING = 2.0
 
 
 def table_in(partition: int, partitions: int = P) -> str:
@@ -346,14 +348,14 @@ class PartitionSuite:
     ) -> None:
         """Taken from an owner whose lease lapsed: ``on_lapsed`` hears the partitions and
         the position below which that owner's facts lie. Released or never owned: not."""
-        a, b = self.owner(ledger, "a", term=0.5), self.owner(other, "b", term=10)
+        a, b = self.owner(ledger, "a", term=LAPSING), self.owner(other, "b", term=10)
         heard: list[tuple[frozenset[int], int, int]] = []
         a.on_lapsed = b.on_lapsed = lambda *lapsed: heard.append(lapsed)
         await a.balance()  # never owned before
         table = table_in(5)
         await a.append([a_fact(table)], tables=[table])
         assert heard == []
-        await asyncio.sleep(0.6)  # a paused past its term
+        await asyncio.sleep(LAPSING + 0.1)  # a paused past its term
         await b.balance()
         assert heard == [(frozenset(range(P)), P, 1)]
         await b.leases.release("b", [5])
@@ -366,7 +368,7 @@ class PartitionSuite:
         """An owner commits a round fenced, then lapses before publishing it: the owner
         that takes its partition over publishes the result, once, as it takes it (the
         relay lease is another's, whose grace has not passed)."""
-        a, b = self.owner(ledger, "a", term=0.5), self.owner(other, "b")
+        a, b = self.owner(ledger, "a", term=LAPSING), self.owner(other, "b")
         await a.balance()
         table = table_in(5)
         settler = Settler(ledger, fence=a.fence, owns=lambda t: a.partition(t) in a.held)
@@ -378,7 +380,7 @@ class PartitionSuite:
         assert await holder.hold()
         heir = OutboxRelay(other, bus, Metrics(), holder="heir", writer_grace=60)
         b.on_lapsed = heir.adopt
-        await asyncio.sleep(0.6)  # a paused past its term, its result unpublished
+        await asyncio.sleep(LAPSING + 0.1)  # a paused past its term, its result unpublished
         await b.balance()
         assert await heir.relay_leftovers() == 1
         assert got == [result]

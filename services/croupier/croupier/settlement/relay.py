@@ -300,7 +300,7 @@ class OutboxRelay:
         taken = 0
         while self._leftovers:
             partitions, count, through = self._leftovers[0]
-            after: int | None = None
+            left, after = 0, None
             while True:
                 pending, after = await self.ledger.pending_since_claim(through, self.batch, after)
                 theirs = [m for m in pending if _partition(m, count) in partitions]
@@ -308,13 +308,14 @@ class OutboxRelay:
                     vouched = await self._vouched(theirs)
                     sendable = [vouched[m.message_id] for m in theirs if m.message_id in vouched]
                     await self._mark(sendable, await self._publish(sendable))
-                    taken += len(theirs)
+                    left += len(theirs)
                 if after is None:
                     break
             self._leftovers.popleft()
             log.info(
-                "published what a lapsed owner left", partitions=sorted(partitions), taken=taken
+                "published what a lapsed owner left", partitions=sorted(partitions), taken=left
             )
+            taken += left
         return taken
 
     async def relay_committed(self) -> int:
