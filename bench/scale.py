@@ -52,7 +52,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import multiprocessing
 import os
 import signal
 import subprocess
@@ -64,7 +63,6 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import aio_pika
@@ -654,28 +652,51 @@ def machine_efficiency(
 
 
 def _decide_at_once(n: int, rounds: int) -> float:
-    """The mean CPU-seconds of ``n`` processes, started together, each deciding the feed."""
-    ctx = multiprocessing.get_context("spawn")
-    barrier, results = ctx.Barrier(n), ctx.Queue()
-    workers = [ctx.Process(target=_decider, args=(rounds, barrier, results)) for _ in range(n)]
-    for worker in workers:
-        worker.start()
+    """The mean CPU-seconds of ``n`` processes, started together, each deciding the feed.
+
+    Each is a fresh interpreter in the project's root (nothing inherited from this one but
+    the environment): it builds the feed, says ``ready``, waits for ``go`` and prints what
+    deciding cost it. One that dies says nothing, and the anchor fails at once."""
+    root = Path(__file__).resolve().parents[1]
+    code = f"from bench.scale import decide_when_told; decide_when_told({rounds})"
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-c", code], cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        )
+        for _ in range(n)
+    ]
     try:
-        spent = [float(results.get(timeout=TIMEOUT)) for _ in workers]
+        said = [_line(worker) for worker in workers]
+        if said != [b"ready"] * n:
+            raise RuntimeError(f"a process of the machine anchor did not start: {said}")
+        for worker in workers:
+            assert worker.stdin is not None
+            worker.stdin.write(b"go\n")
+            worker.stdin.flush()
+        spent = [float(_line(worker) or "nan") for worker in workers]
     finally:
         for worker in workers:
-            worker.join(30)
-            if worker.is_alive():
+            if worker.poll() is None:
                 worker.kill()
+            worker.wait(30)
+    if not all(math.isfinite(cpu) for cpu in spent):
+        raise RuntimeError("a process of the machine anchor died while deciding")
     return sum(spent) / n
 
 
-def _decider(rounds: int, barrier: Any, results: Any) -> None:
-    """One process of the anchor: build the feed, wait for the others, decide it."""
+def _line(worker: subprocess.Popen[bytes]) -> bytes:
+    assert worker.stdout is not None
+    return worker.stdout.readline().strip()
+
+
+def decide_when_told(rounds: int) -> None:
+    """One process of the machine anchor: build the feed, say ``ready``, wait for ``go`` on
+    standard input, decide the feed and print its CPU-seconds."""
     feed = make_feed(rounds)
-    barrier.wait()
+    print("ready", flush=True)
+    sys.stdin.readline()
     _, cpu = asyncio.run(decide_only(feed))
-    results.put(cpu)
+    print(cpu, flush=True)
 
 
 # -- the report ----------------------------------------------------------------------------
