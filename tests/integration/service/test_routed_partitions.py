@@ -9,7 +9,9 @@ its results published to the wallet, with nothing lost and nothing settled twice
 tables share a progressive pool across partitions held by both instances: the pool's meter
 moves in one recorded order, each movement on from the last (a meter's stream versions are
 checked by the ledger under its append lock; the instance that loses a race for the next
-version forgets its cached level and decides its batch again).
+version forgets its cached level and decides its batch again). An owner paused between
+committing a large shared hand and publishing its results leaves them to the instance
+that takes its partitions, which publishes them soon after the term.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+import asyncpg
 import pytest
 from conftest import rabbitmqctl
 from service_harness import (
@@ -53,7 +56,9 @@ from croupier.ledger import RecordedEvent
 from croupier.ledger.partitions import partition_of
 from croupier.reports.audit import BooksAudit
 from croupier.settlement.meters import METER_MOVED
-from studio.feed import FeedMessage
+from croupier.settlement.round import SETTLED, stream_name
+from studio.config import StudioConfig, TableSpec
+from studio.feed import FeedMessage, simulate
 from studio.publisher import publish
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("takeover")]
@@ -280,3 +285,81 @@ def _sample(text: str, name: str) -> float:
         if row.startswith(f"{name} "):
             return float(row.split()[1])
     return 0.0
+
+
+#: Players of the shared hand whose results a paused owner leaves: more than a relay
+#: publishes in the moment between its commit and the pause.
+LEFT_PLAYERS = 5_000
+#: The relay lease: its holder would wait two of these (its writer grace) before publishing
+#: another writer's results, longer than the test waits for them.
+LONG_RELAY_LEASE = 30.0
+
+
+async def test_a_paused_owners_unpublished_results_go_out_from_its_partitions_new_owner(
+    amqp_vhost: str, postgres_database: str, tmp_path: Path
+) -> None:
+    """The owner of a table settles a shared hand of 5,000 players and is paused (SIGSTOP)
+    as soon as the settlement is committed, most of its results unpublished. The instance
+    that takes its partitions publishes them soon after the term, well before the relay
+    lease's holder would (two leases of 30 s); every result once."""
+    table = "leftover-hand"
+    config = StudioConfig(
+        tables=(TableSpec(table, "casino-holdem/classic", players=LEFT_PLAYERS),),
+        rounds=1,
+        seed=43,
+    )
+    messages = list(simulate(config))
+    tables = played_tables(messages)
+    (played,) = tables
+    fillers = (f"filler-{n}" for n in range(10_000))
+    spread = {partition_of(table, PARTITIONS): table}
+    while len(spread) < PARTITIONS:
+        filler = next(fillers)
+        spread.setdefault(partition_of(filler, PARTITIONS), filler)
+    await prepare(postgres_database, amqp_vhost, set(spread.values()))
+    wallet = Wallet(amqp_vhost)
+    env = {**ENV, "CROUPIER_RELAY_LEASE": str(LONG_RELAY_LEASE)}
+    with (
+        serve_process(postgres_database, amqp_vhost, tmp_path / "a.log", 1000, env) as a,
+        serve_process(postgres_database, amqp_vhost, tmp_path / "b.log", 1000, env) as b,
+    ):
+        await a.ready()
+        await b.ready()
+        await eventually(lambda: _halves(postgres_database, a, b), 30, "half the partitions each")
+        owner_id = (await leases(postgres_database))[partition_of(table, PARTITIONS)]
+        owner, heir = (a, b) if owner_id and of(a) in owner_id else (b, a)
+        await publish(messages, amqp_vhost)
+        stream = stream_name(table, played.round_id)
+        database = await asyncpg.connect(postgres_database)
+        try:
+            while not await database.fetchval(
+                "SELECT position FROM events WHERE stream = $1 AND type = $2", stream, SETTLED
+            ):
+                await asyncio.sleep(0.005)
+            os.kill(owner.process.pid, signal.SIGSTOP)
+            paused = time.monotonic()
+            try:
+                left = await database.fetchval(
+                    "SELECT count(*) FROM outbox o JOIN events e USING (position) "
+                    "WHERE e.stream = $1 AND NOT EXISTS "
+                    "(SELECT 1 FROM outbox_published p WHERE p.message_id = o.message_id)",
+                    stream,
+                )
+                assert left >= LEFT_PLAYERS // 4, f"only {left} results left unpublished"
+                await wallet.wait_for(expected_results(tables).keys(), timeout=40)
+                arrived = time.monotonic() - paused
+                print(f"{left:,} results left unpublished; all at the wallet {arrived:.1f} s on")
+                assert arrived < 2 * LONG_RELAY_LEASE
+            finally:
+                os.kill(owner.process.pid, signal.SIGCONT)
+        finally:
+            await database.close()
+        for served in (owner, heir):
+            served.process.send_signal(signal.SIGTERM)
+            assert await served.exit_code() == 0, served.tail()
+    await wallet.drain()
+    events = await ledger_events(postgres_database)
+    assert_one_closure_per_round(events, round_streams(tables))
+    assert_postings_balance(events)
+    assert wallet.unique.keys() == expected_results(tables).keys()
+    assert wallet_paid(wallet) == ledger_returned(events)
