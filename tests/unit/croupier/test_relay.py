@@ -526,6 +526,26 @@ async def test_a_lapsed_owners_leftovers_go_out_from_the_new_owner_before_its_ow
         assert await heir.relay_leftovers() == 0  # done once
 
 
+async def test_nothing_more_of_its_own_goes_out_while_a_lapsed_owners_leftovers_wait(
+    ledger: Ledger,
+) -> None:
+    """A handover that comes while the relay publishes its own pages stops it launching
+    more until the leftovers are out (the next turn of ``run`` takes them first)."""
+    adopted, own = tables_in(8, 3, 3)
+    await Settler(ledger).handle(deliveries(a_round(adopted)))  # a lapsed owner's, unpublished
+    taken_at = await ledger.last_position()
+    bus = MemoryBus()
+    got: list[str] = []
+    bus.subscribe("#", lambda m: got.append(str(m.body["table_id"])))
+    heir = OutboxRelay(ledger, bus, Metrics(), holder="heir")
+    heir.committed((await Settler(ledger).handle(deliveries(a_round(own), 100))).outbox)
+    heir.adopt(frozenset({3}), 8, taken_at)
+    assert await heir.relay_committed() == 0
+    assert await heir.relay_leftovers() == 1
+    assert await heir.relay_committed() == 1
+    assert got == [adopted, own]
+
+
 async def test_a_partitioned_service_hands_lapsed_partitions_to_its_relay(
     ledger: Ledger,
 ) -> None:

@@ -353,9 +353,14 @@ class OutboxRelay:
     def _launch(self, flying: deque[_Flying], *, first: bool = False) -> int:
         """Put pages of this process's own messages with the broker until
         ``PAGES_IN_FLIGHT`` are, none once the relay stops but the ``first`` of a call (a
-        drain at shutdown publishes page after page); the number of messages taken."""
+        drain at shutdown publishes page after page), and none while a lapsed owner's
+        leftovers wait (``adopt``: they go first); the number of messages taken."""
         taken = 0
-        while len(flying) < PAGES_IN_FLIGHT and (first or not self._stopping.is_set()):
+        while (
+            len(flying) < PAGES_IN_FLIGHT
+            and not self._leftovers
+            and (first or not self._stopping.is_set())
+        ):
             first = False
             page = self.own.take(self.batch, self.turn)
             if not page:
@@ -514,6 +519,7 @@ class OutboxRelay:
                 await self.relay_leftovers()
             except Exception as error:  # the lease holder publishes them after its grace
                 log.warning("a lapsed owner's leftovers not published", error=repr(error))
+                self._leftovers.clear()
             while self.own and await self.relay_committed():
                 pass
             while self.active and await self.relay_pending() and self.more:
