@@ -291,7 +291,7 @@ def _sample(text: str, name: str) -> float:
 
 #: Players of the shared hand whose results a paused owner leaves: more than a relay
 #: publishes in the moment between its commit and the pause.
-LEFT_PLAYERS = 5_000
+LEFT_PLAYERS = 10_000
 #: The relay lease: its holder would wait two of these (its writer grace) before publishing
 #: another writer's results, longer than the test waits for them.
 LONG_RELAY_LEASE = 30.0
@@ -300,7 +300,7 @@ LONG_RELAY_LEASE = 30.0
 async def test_a_paused_owners_unpublished_results_go_out_from_its_partitions_new_owner(
     amqp_vhost: str, postgres_database: str, tmp_path: Path
 ) -> None:
-    """The owner of a table settles a shared hand of 5,000 players and is paused (SIGSTOP)
+    """The owner of a table settles a shared hand of 10,000 players and is paused (SIGSTOP)
     as soon as the settlement is committed, most of its results unpublished. The instance
     that takes its partitions publishes them soon after the term, well before the relay
     lease's holder would (two leases of 30 s); every result once."""
@@ -347,7 +347,8 @@ async def test_a_paused_owners_unpublished_results_go_out_from_its_partitions_ne
                     "(SELECT 1 FROM outbox_published p WHERE p.message_id = o.message_id)",
                     stream,
                 )
-                assert left >= LEFT_PLAYERS // 4, f"only {left} results left unpublished"
+                # How many depends on how soon the pause lands; any at all tell the ways apart.
+                assert left > 0, "the owner published every result before its pause"
                 await wallet.wait_for(expected_results(tables).keys(), timeout=40)
                 arrived = time.monotonic() - paused
                 print(f"{left:,} results left unpublished; all at the wallet {arrived:.1f} s on")
