@@ -144,12 +144,12 @@ class PartitionOwner:
                 self.metrics.partition_handovers.labels("taken").inc()
                 if one.unowned is not None:
                     self.metrics.partition_handover_seconds.observe(max(0.0, one.unowned))
-            await self._take_leftovers(taken)
+            await self._hand_over_leftovers(taken)
         self.metrics.partitions_owned.set(len(self.held))
         if due:
             self.metrics.partition_unowned.set(await self.unowned())
 
-    async def _take_leftovers(self, taken: Sequence[Taken]) -> None:
+    async def _hand_over_leftovers(self, taken: Sequence[Taken]) -> None:
         """Hand ``on_lapsed`` the partitions taken from another owner whose lease lapsed,
         with the ledger's last position now: every fact that owner wrote lies at or below
         it (its appends held the lease rows until they committed, the take waited)."""
